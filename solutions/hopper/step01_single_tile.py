@@ -14,26 +14,27 @@ from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128
 
 
 def hgemm_v1(M, N, K):
-    """D = A @ B^T for M = N = 128, K = 64, in one CTA of one warpgroup (128 threads).
+    """D = A @ B^T for M = N = 128, K = 64 (fp16 in, fp32 accumulate in registers, fp16 out).
 
-    Data path: global A, B --(all 128 threads, synchronous Tx.cta.copy)--> 128B-swizzled shared
-    memory --(wgmma.mma_async m64n128k16, descriptors)--> 128 fp32 accumulator registers per
-    thread --(cast to fp16, one store per register)--> global D.
+    Data path:
+        A, B (global) --all 128 threads, ld.global + st.shared (Tx.cta.copy)--> Asmem, Bsmem
+        (128B swizzle) --wgmma.mma_async m64n128k16 x 8, issued by the whole warpgroup through
+        shared-memory descriptors--> accumulator in registers (128 fp32 per thread, wgmma
+        fragment layout) --cast to fp16--> D (global), one store per register.
 
-    Synchronisation (no mbarrier in this step):
+    Barrier protocol:
+        | barrier | arrival count | who arrives | who waits | starting phase |
+        |---------|---------------|-------------|-----------|----------------|
+        | (none)  | -             | -           | -         | -              |
+        No mbarrier: wgmma completes through its own group counter. The warpgroup issues the
+        8 wgmmas, closes them into one group with wgmma.commit_group, and every thread blocks in
+        wgmma.wait_group(0) until the group has finished. Before the MMA:
+        fence.proxy.async.shared::cta + cta_sync between the generic-proxy stores to
+        Asmem/Bsmem and the wgmma that reads them through the async proxy, then wgmma.fence.
 
-    | barrier                     | count | who arrives          | who waits            | start |
-    |-----------------------------|-------|----------------------|----------------------|-------|
-    | fence.proxy.async + cta_sync| 128   | all threads (copied) | all threads          | -     |
-    | wgmma commit/wait_group(0)  | -     | the warpgroup commits| the warpgroup waits  | -     |
-
-    The fence makes the generic-proxy shared-memory stores visible to the async proxy that wgmma
-    reads through; cta_sync makes every thread's part of the tile visible before any wgmma starts.
-
-    Blackwell twin: tcgen05.mma is issued by one thread and signals completion with tcgen05.commit
-    on an mbarrier, and the accumulator lives in TMEM (read back with tcgen05.ld); here the whole
-    warpgroup issues wgmma, completion is wgmma.commit_group / wgmma.wait_group, and the
-    accumulator lives in registers.
+    Blackwell twin: one elected thread issues tcgen05.mma and tcgen05.commit arrives on an
+    mbarrier that all threads wait on, and the accumulator lives in TMEM (tcgen05.ld to read it);
+    here the warpgroup issues wgmma, waits with wgmma.wait_group, and accumulates in registers.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -54,12 +55,12 @@ def hgemm_v1(M, N, K):
     ):
         # fmt: off
         T.device_entry()
-        bx, by = T.cta_id([M // BLK_M, N // BLK_N])
+        bx, by = T.cta_id([1, 1])
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
 
-        # --- Shared memory: the swizzled tiles start on a 1024-byte boundary ---
+        # ---- shared memory: the 128B-swizzled tiles start on a 1024-byte boundary ----
         pool = T.SMEMPool()
         pool.move_base_to(1024)
         Asmem = pool.alloc((BLK_M, BLK_K), a_type, layout=A_layout)
@@ -69,28 +70,29 @@ def hgemm_v1(M, N, K):
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
 
-        # --- Registers: the 128x128 fp32 accumulator, 128 values per thread ---
+        # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
         desc_a = T.alloc_local((1,), "uint64")
         desc_b = T.alloc_local((1,), "uint64")
+        # the tiles never move: encode their wgmma descriptors once
+        encode_sw128_desc(desc_a, Asmem.ptr_to([0, 0]))
+        encode_sw128_desc(desc_b, Bsmem.ptr_to([0, 0]))
 
-        # --- Synchronous load: every thread copies part of A and B ---
+        # ---- load: every thread copies part of A and B (generic proxy stores) ----
         Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, 0:BLK_K])
         Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, 0:BLK_K])
-        # wgmma reads shared memory through the async proxy: fence, then wait for every thread.
+        # wgmma reads shared memory through the async proxy: fence, then sync
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
 
-        # --- MMA: 4 K-slices x 2 row halves, one commit group, wait for it ---
-        encode_sw128_desc(desc_a, Asmem.ptr_to([0, 0]))
-        encode_sw128_desc(desc_b, Bsmem.ptr_to([0, 0]))
+        # ---- MMA: 4 K-slices x 2 row halves (8 wgmmas), one commit group, wait for it ----
         T.ptx.wgmma.fence.sync.aligned()
         for kk in T.unroll(BLK_K // MMA_K):
             wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, kk != 0)
         T.ptx.wgmma.commit_group.sync.aligned()
         T.ptx.wgmma.wait_group.sync.aligned(0)
 
-        # --- Writeback: registers -> global, straight from the fragment layout ---
+        # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
         for h in T.unroll(2):
             for i in T.unroll(64):
                 D[m_st + acc_row(h, warp_id, lane_id, i), n_st + acc_col(lane_id, i)] = T.cast(
