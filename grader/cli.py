@@ -1,0 +1,137 @@
+"""`python -m grader`: read the options, find the GPU, grade each step, report, exit.
+
+Exit status: 0 every graded step passed, 1 a step failed, 2 the options were wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+from pathlib import Path
+
+from grader import report
+from grader.build import REPO_ROOT
+from grader.grade import Config, grade_step
+from grader.steps import DEFAULT_SM_COUNT, STEPS, TRACK_ARCHS, TRACKS, Shape, format_shape
+
+ARCH_OF_CAPABILITY = {(9, 0): "sm_90a", (10, 0): "sm_100a", (10, 3): "sm_103a"}
+DEFAULT_TRACK = "blackwell"
+DEFAULT_TIMEOUT_S = 180.0
+
+
+class UsageError(Exception):
+    """Wrong options: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _parse(argv)
+        config, steps = _resolve(args)
+    except UsageError as err:
+        print(f"grader: {err}", file=sys.stderr)
+        return 2
+    results = [grade_step(config, spec) for spec in steps]
+    report.print_report(config, results)
+    json_path = args.json or REPO_ROOT / "reports" / f"grade-{config.impl}-{config.track}-{config.arch}.json"
+    report.write_json(config, results, Path(json_path))
+    print(f"report written to {json_path}")
+    return 0 if all(result.passed for result in results) else 1
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = _Parser(prog="python -m grader", description="Grade the GEMM course's steps.")
+    parser.add_argument("--step", default="all", help="1..10 or all (default: all)")
+    parser.add_argument("--impl", default="steps", help="steps (yours, default) or solutions (the reference)")
+    parser.add_argument("--track", default="auto", help="blackwell or hopper (default: the GPU's, else blackwell)")
+    parser.add_argument("--arch", default="auto", help="auto, sm_100a, sm_103a or sm_90a")
+    parser.add_argument("--shape", action="append", default=[], help="MxNxK to check instead of the step's shapes")
+    parser.add_argument("--seed", type=int, help="seed for the random inputs (default: a fresh one, printed)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds of GPU work per step")
+    parser.add_argument("--json", help="where to write the JSON report (default: reports/grade-...json)")
+    return parser.parse_args(argv)
+
+
+def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
+    if args.impl not in ("steps", "solutions"):
+        raise UsageError(f"--impl must be steps or solutions, not {args.impl!r}")
+    gpu_name, gpu_arch, sm_count = _detect_gpu()
+    arch, track = _arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
+    steps = _steps(args.step, REPO_ROOT / args.impl / track)
+    shapes = tuple(_shape(text) for text in args.shape) or None
+    for spec in steps:
+        for shape in shapes or ():
+            problem = spec.shapes.violation(shape)
+            if problem:
+                raise UsageError(f"shape {format_shape(shape)} does not fit step {spec.number}: {problem}")
+    config = Config(
+        impl=args.impl,
+        impl_dir=REPO_ROOT / args.impl,
+        solutions_dir=REPO_ROOT / "solutions",
+        track=track,
+        arch=arch,
+        gpu_name=gpu_name if gpu_arch else None,
+        sm_count=sm_count if gpu_arch else DEFAULT_SM_COUNT[arch],
+        seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
+        timeout_s=args.timeout,
+        shapes=shapes,
+    )
+    return config, steps
+
+
+def _detect_gpu() -> tuple[str | None, str | None, int]:
+    """(name, arch it runs or None if the course has no track for it, SM count); no GPU: (None, None, 0)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None, None, 0
+    properties = torch.cuda.get_device_properties(0)
+    arch = ARCH_OF_CAPABILITY.get((properties.major, properties.minor))
+    if arch is None:
+        print(
+            f"grader: {properties.name} (compute capability {properties.major}.{properties.minor}) cannot run "
+            "this course's kernels (Hopper sm_90 or Blackwell sm_100/sm_103 needed): building only",
+            file=sys.stderr,
+        )
+    return properties.name, arch, properties.multi_processor_count
+
+
+def _arch_and_track(arch: str, track: str, gpu_name: str | None, gpu_arch: str | None) -> tuple[str, str]:
+    known_archs = [a for t in TRACKS for a in TRACK_ARCHS[t]]
+    if arch != "auto" and arch not in known_archs:
+        raise UsageError(f"unknown arch {arch!r}: choose auto, {', '.join(known_archs)}")
+    if track != "auto" and track not in TRACKS:
+        raise UsageError(f"unknown track {track!r}: choose blackwell or hopper")
+    if gpu_arch and arch not in ("auto", gpu_arch):
+        raise UsageError(f"the {gpu_name} here runs {gpu_arch} kernels, not {arch}: use ARCH=auto or ARCH={gpu_arch}")
+    if arch == "auto":
+        arch = gpu_arch or TRACK_ARCHS[DEFAULT_TRACK if track == "auto" else track][0]
+    track_of_arch = next(t for t in TRACKS if arch in TRACK_ARCHS[t])
+    if track not in ("auto", track_of_arch):
+        raise UsageError(f"track {track} builds for {', '.join(TRACK_ARCHS[track])}, not {arch}")
+    return arch, track_of_arch
+
+
+def _steps(text: str, track_dir: Path) -> list:
+    if text == "all":
+        present = [spec for spec in STEPS.values() if (track_dir / spec.file_name).exists()]
+        if not present:
+            raise UsageError(f"no step files in {track_dir}")
+        return present
+    if not text.isdigit() or not 1 <= int(text) <= 10:
+        raise UsageError(f"--step must be a number from 1 to 10 or 'all', not {text!r}")
+    if int(text) not in STEPS:
+        raise UsageError(f"step {text} is not part of the course yet (steps {min(STEPS)}-{max(STEPS)} are)")
+    return [STEPS[int(text)]]
+
+
+def _shape(text: str) -> Shape:
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        raise UsageError(f"--shape must look like 256x512x128 (M x N x K), not {text!r}")
+    return tuple(int(part) for part in parts)

@@ -1,0 +1,110 @@
+"""What the grader knows about each step: its file, the shapes it must support, the shapes it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Shape = tuple[int, int, int]  # (M, N, K)
+
+TRACKS = ("blackwell", "hopper")
+TRACK_ARCHS = {"blackwell": ("sm_100a", "sm_103a"), "hopper": ("sm_90a",)}
+# SM count used for persistent steps when no GPU is present to ask.
+DEFAULT_SM_COUNT = {"sm_100a": 148, "sm_103a": 148, "sm_90a": 132}
+
+
+@dataclass(frozen=True)
+class ShapeRule:
+    """The shapes a step supports: fixed M and N (single-tile steps) or multiples of the tile."""
+
+    tile: Shape
+    fixed_m: int | None = None
+    fixed_n: int | None = None
+    fixed_k: int | None = None
+
+    def violation(self, shape: Shape) -> str | None:
+        for name, value, fixed, multiple in zip(
+            "MNK", shape, (self.fixed_m, self.fixed_n, self.fixed_k), self.tile
+        ):
+            if fixed is not None and value != fixed:
+                return f"{name}={value}, but this step supports only {name}={fixed}"
+            if value <= 0 or value % multiple:
+                return f"{name}={value} is not a positive multiple of {multiple}"
+        return None
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    number: int
+    topic: str
+    shapes: ShapeRule
+    correctness_shapes: tuple[Shape, ...]
+    timing_shapes: tuple[Shape, ...]
+    takes_sm_count: bool = False
+
+    @property
+    def file_name(self) -> str:
+        return f"step{self.number:02d}_{self.topic}.py"
+
+    @property
+    def function_name(self) -> str:
+        return f"hgemm_v{self.number}"
+
+
+TILE_128: Shape = (128, 128, 64)
+
+# Correctness shapes cover, per step: the smallest shape, a single K tile, an odd number of K
+# tiles, non-square M != N, and (persistent steps) fewer and more output tiles than SMs.
+_TILED_SHAPES = ((128, 128, 64), (256, 384, 192), (640, 384, 1088), (2048, 2048, 2048))
+_PERSISTENT_SHAPES = (
+    (128, 128, 64),
+    (256, 384, 192),
+    (2048, 2048, 1024),
+    (4096, 2944, 576),  # 32 x 23 = 736 tiles: several per SM, with a ragged last wave
+)
+_SQUARE_TIMING = ((2048, 2048, 2048), (4096, 4096, 4096))
+
+STEPS: dict[int, StepSpec] = {
+    spec.number: spec
+    for spec in (
+        StepSpec(
+            1,
+            "single_tile",
+            ShapeRule(TILE_128, fixed_m=128, fixed_n=128, fixed_k=64),
+            correctness_shapes=((128, 128, 64),),
+            timing_shapes=((128, 128, 64),),
+        ),
+        StepSpec(
+            2,
+            "k_loop",
+            ShapeRule(TILE_128, fixed_m=128, fixed_n=128),
+            correctness_shapes=((128, 128, 64), (128, 128, 192), (128, 128, 1024), (128, 128, 4096)),
+            timing_shapes=((128, 128, 4096),),
+        ),
+        StepSpec(3, "spatial_tiling", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
+        StepSpec(4, "tma", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
+        StepSpec(5, "software_pipeline", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
+        StepSpec(
+            6, "persistent", ShapeRule(TILE_128), _PERSISTENT_SHAPES, _SQUARE_TIMING, takes_sm_count=True
+        ),
+    )
+}
+
+# Pass rule without a reference solution to compare with: the step's speed must reach this share
+# of cuBLAS (same run, same inputs) at every timing shape. Steps 1-3 are slow by design (one CTA,
+# or synchronous loads), so their floors only catch kernels that are broken in a new way.
+# sm_90a: half of what the reference solutions measured on an H100 (see docs/measurements.md).
+# sm_100a / sm_103a: half of the public B200 figures in docs/blackwell-expected-speed.md; no
+# Blackwell GPU has run this course's kernels, so these floors are estimates, not measurements.
+SPEED_FLOORS: dict[str, dict[int, float]] = {
+    "sm_90a": {1: 0.0005, 2: 0.0005, 3: 0.005, 4: 0.1, 5: 0.15, 6: 0.15},
+    "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2},
+    "sm_103a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2},
+}
+
+# Pass rule with a reference solution: the student's kernel may take at most this many times the
+# reference's time, both measured in the same run.
+MAX_SLOWDOWN_VS_REFERENCE = 1.3
+
+
+def format_shape(shape: Shape) -> str:
+    return "x".join(map(str, shape))
