@@ -40,14 +40,15 @@ ACC_PER_M64 = 64
 
 @T.inline
 def encode_sw128_desc(desc, smem_ptr):
-    """Write into ``desc[0]`` (a local uint64) the wgmma descriptor of the swizzled fp16 tile at ``smem_ptr``.
+    """Write into ``desc`` (a uint64 local element, e.g. ``desc_a[0]``) the wgmma descriptor of
+    the 128B-swizzled, K-major fp16 tile that starts at ``smem_ptr``.
 
     ``smem_ptr`` is the tile's first element, e.g. ``Asmem.ptr_to([0, 0])`` or, for a staged
-    buffer, ``Asmem.ptr_to([stage, 0, 0])``. Any thread may encode; every thread of the
-    warpgroup must pass the same descriptor to wgmma.
+    buffer, ``Asmem.ptr_to([stage, 0, 0])``. Every thread encodes its own copy; all threads of
+    the warpgroup must pass the same descriptor to wgmma.
     """
     T.cuda.wgmma.encode_matrix_descriptor(
-        T.address_of(desc[0]), smem_ptr, SW128_LBO, SW128_SBO, SWIZZLE_128B
+        T.address_of(desc), smem_ptr, SW128_LBO, SW128_SBO, SWIZZLE_128B
     )
 
 

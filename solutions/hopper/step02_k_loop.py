@@ -75,8 +75,8 @@ def hgemm_v2(M, N, K):
         desc_a = T.alloc_local((1,), "uint64")
         desc_b = T.alloc_local((1,), "uint64")
         # the tiles never move: encode their wgmma descriptors once
-        encode_sw128_desc(desc_a, Asmem.ptr_to([0, 0]))
-        encode_sw128_desc(desc_b, Bsmem.ptr_to([0, 0]))
+        encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
+        encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
 
         for k in range(K_TILES):
             k_st = T.meta_var(k * BLK_K)
