@@ -117,13 +117,13 @@ def hgemm_v1(M, N, K):
         Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
         # TODO(step 1): write the accumulator back: TMEM -> registers -> fp16 -> D.
         #   Hint: Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N]) (the warpgroup reads TMEM;
-        #   thread t gets row t), then T.ptx.tcgen05.wait__ld.sync.aligned() before using Dreg,
-        #   Tx.cast(Dreg_f16[:], Dreg[:]), and with m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
-        #   Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:]).
+        #   thread t gets row t), then T.ptx.tcgen05.wait__ld.sync.aligned() before using Dreg and
+        #   T.ptx.tcgen05.fence__before_thread_sync() (orders these TMEM reads before the final
+        #   cta_sync, after which warp 0 frees TMEM), then Tx.cast(Dreg_f16[:], Dreg[:]), and with
+        #   m_thr = T.meta_var(m_st + warp_id * 32 + lane_id) Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:]).
         todo("step 1: TMEM -> registers (Tx.wg.copy_async + tcgen05.wait::ld) -> cast -> D")
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
-        T.ptx.tcgen05.fence__before_thread_sync()
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

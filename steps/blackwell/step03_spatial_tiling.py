@@ -3,6 +3,8 @@
 M and N become any multiples of 128: the launch grid is (M / 128) x (N / 128) CTAs, and CTA
 (bx, by) computes the output tile whose rows start at bx * 128 and columns at by * 128 with the
 step-2 K loop. Every CTA has its own shared memory, barrier and TMEM, so nothing else changes.
+(Each CTA allocates all 512 TMEM columns, so CTAs that land on the same SM take turns:
+`tcgen05.alloc` blocks until the previous CTA has deallocated.)
 """
 
 import tvm
@@ -127,12 +129,12 @@ def hgemm_v3(M, N, K):
         Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
         Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
         T.ptx.tcgen05.wait__ld.sync.aligned()
+        T.ptx.tcgen05.fence__before_thread_sync()
         Tx.cast(Dreg_f16[:], Dreg[:])
         m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
         Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
-        T.ptx.tcgen05.fence__before_thread_sync()
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

@@ -1,0 +1,162 @@
+"""Step 4 (Blackwell): TMA loads on an mbarrier with an expected byte count, TMA store epilogue.
+
+Instead of 128 threads copying A and B element by element, one thread hands each tile to the
+Tensor Memory Accelerator: it arms `tma_bar` with the number of bytes to expect
+(`mbarrier.arrive.expect_tx`) and issues the two TMA loads, which count their bytes down on
+that barrier. The barrier's phase completes when the arrival and all the bytes are in. The
+result goes out the same way: registers -> a swizzled shared D tile -> one TMA store.
+"""
+
+import tvm
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+from tvm.backend.cuda.tile_primitive.tma_utils import mma_shared_layout, SwizzleMode
+from tvm.tirx.layout import TileLayout, S, tid_in_wg as axis_tid_in_wg
+
+from kernel_helpers.todo import todo
+
+
+def hgemm_v4(M, N, K):
+    """D = A @ B^T for M, N multiples of 128, K a multiple of 64 (fp16 in, fp32 in TMEM, fp16 out).
+
+    Grid: (M / 128) x (N / 128) CTAs of 128 threads; CTA (bx, by) owns D[bx*128 : +128, by*128 : +128].
+    Data path in each CTA, for each of the K / 64 K tiles (lockstep: load, wait, MMA, wait):
+        A, B (global) --2 TMA loads issued by one elected thread of warp 0, completing on
+        tma_bar--> Asmem, Bsmem (128B swizzle) --tcgen05.mma (accumulate = k != 0), same
+        thread--> accumulator in TMEM (128 lanes x 128 fp32 columns).
+    Then once: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers (thread t
+        holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
+        TMA store by one thread, cp.async.bulk.commit_group + wait_group 0--> D (global).
+
+    Barrier protocol:
+        | barrier | arrival count | who arrives                                | who waits   | starting phase        |
+        |---------|---------------|--------------------------------------------|-------------|-----------------------|
+        | tma_bar | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | all 128     | 0; flips after every  |
+        |         | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | threads     | K tile (phase_tma ^ 1)|
+        |         |               | loads complete_tx their bytes              |             |                       |
+        | mma_bar | 1             | tcgen05.commit from the thread that issued | all 128     | 0; flips after every  |
+        |         |               | the MMA (mbarrier::arrive::one), once per  | threads     | K tile (phase_mma ^ 1)|
+        |         |               | K tile                                     |             |                       |
+        Waiting on mma_bar before issuing the next K tile's TMA is what frees Asmem/Bsmem.
+        Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
+        cta_sync before the TMA store reads Dsmem; the storing thread waits for its bulk group
+        (cp.async.bulk.wait_group 0) before the CTA syncs and exits.
+
+    Hopper twin: exercises on an H100 the same tma_bar protocol (expect_tx, byte counts, phase
+    flips) and the TMA store epilogue; its MMA completion is `wgmma.wait_group`, so
+    `tcgen05.commit` onto mma_bar and TMEM are exercised only by building this file for sm_100a.
+    """
+    a_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+    BLK_M, BLK_N, BLK_K = 128, 128, 64
+    K_TILES = K // BLK_K
+    TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
+    B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
+    D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
+
+    # fmt: off
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), "float16"),
+        B: T.Buffer((N, K), "float16"),
+        D: T.Buffer((M, N), "float16"),
+    ):
+        T.device_entry()
+        bx, by = T.cta_id([M // BLK_M, N // BLK_N])
+        wg_id = T.warpgroup_id([1])
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
+        pool = T.SMEMPool()
+        tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
+        tma_bar = pool.alloc((1,), "uint64", align=8)
+        mma_bar = pool.alloc((1,), "uint64", align=8)
+        pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
+        Asmem = pool.alloc((BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((BLK_N, BLK_K), a_type, layout=B_layout)
+        Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
+        pool.commit()
+
+        # ---- TMEM: warp 0 allocates all 512 columns; the accumulator is columns [0, 128) ----
+        tmem_pool.commit()
+        tmem = tmem_pool.alloc((128, 512), "float32")
+
+        # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        if warp_id == 0:
+            if lane_id == 0:
+                T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([0]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(mma_bar.ptr_to([0]), T.uint32(1))
+        T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
+        T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
+
+        m_st = T.meta_var(bx * BLK_M)
+        n_st = T.meta_var(by * BLK_N)
+        phase_tma: T.int32
+        phase_mma: T.int32
+        phase_tma = 0
+        phase_mma = 0
+
+        for k in T.serial(K_TILES):
+            k_st = T.meta_var(k * BLK_K)
+            # TODO(step 4): load this K tile with TMA instead of Tx.cta.copy.
+            #   Hint: in ONE thread (`if warp_id == 0:` / `if T.cuda.elect_sync():`):
+            #   T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]), T.uint32(TILE_BYTES))
+            #   (arrive once and announce the bytes to come), then
+            #   Tx.copy_async(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K],
+            #                 dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
+            #   and the same for Bsmem / B with n_st. Spell dispatch="tma_auto": without it
+            #   copy_async falls back to cp.async, ignores mbar, and the wait below never ends.
+            todo("step 4: expect_tx on tma_bar + two Tx.copy_async(..., dispatch=\"tma_auto\")")
+
+            # TODO(step 4): every thread waits for the bytes on tma_bar.
+            #   Hint: T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma); phase_tma = phase_tma ^ 1
+            #   (tma_bar completes once per K tile); then T.ptx.tcgen05.fence__after_thread_sync().
+            #   No fence.proxy.async / cta_sync here: TMA writes through the async proxy itself.
+            todo("step 4: wait on tma_bar (phase_tma), flip phase_tma")
+
+            # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits ----
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
+                                  accum=(k != 0), dispatch="tcgen05", cta_group=1)
+                    T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
+                        mma_bar.ptr_to([0]))
+
+            # ---- every thread waits for this K tile's MMA: TMEM updated, Asmem/Bsmem free ----
+            T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+            phase_mma = phase_mma ^ 1
+            T.ptx.tcgen05.fence__after_thread_sync()
+
+        # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
+        Dreg = T.alloc_local((BLK_N,), acc_type)
+        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+        T.ptx.tcgen05.wait__ld.sync.aligned()
+        T.ptx.tcgen05.fence__before_thread_sync()
+        Tx.cast(Dreg_f16[:], Dreg[:])
+        # TODO(step 4): write the tile out through shared memory and one TMA store.
+        #   Hint: each thread stores its row: Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:]).
+        #   The TMA store reads Dsmem through the async proxy, so then
+        #   T.ptx.fence.proxy.async_.shared__cta() and T.cuda.cta_sync(); then ONE thread
+        #   (warp 0, T.cuda.elect_sync()) issues
+        #   Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :], dispatch="tma_auto"),
+        #   T.ptx.cp.async_.bulk.commit_group() and T.ptx.cp.async_.bulk.wait_group(0)
+        #   (the store must have read Dsmem before the CTA exits).
+        todo("step 4: registers -> Dsmem, fence.proxy.async + cta_sync, TMA store + commit/wait group")
+
+        # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
+        T.cuda.cta_sync()
+        tmem_pool.dealloc()
+    # fmt: on
+
+    return kernel
