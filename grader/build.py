@@ -34,7 +34,7 @@ class Artifacts:
     sass: str
     grid: tuple[int, int, int]
     threads_per_cta: int
-    dyn_smem_bytes: int
+    shared_fp16_buffers: list[tuple[int, ...]]  # shapes of the fp16 buffers placed in shared memory
     has_tile_loop: bool
     seconds: float
 
@@ -98,7 +98,7 @@ def build(factory: Callable[..., Any], spec: StepSpec, shape: Shape, arch: str, 
         sass=sass,
         grid=_launch_extents(lowered, ("blockIdx.x", "blockIdx.y", "blockIdx.z")),
         threads_per_cta=_launch_extents(lowered, ("threadIdx.x", "threadIdx.y", "threadIdx.z"))[0],
-        dyn_smem_bytes=_dyn_smem_bytes(lowered),
+        shared_fp16_buffers=_shared_fp16_buffers(prim_func.script()),
         has_tile_loop=re.search(r"^\s*while\b", lowered, re.MULTILINE) is not None,
         seconds=time.perf_counter() - start,
     )
@@ -125,9 +125,9 @@ def _launch_extents(lowered: str, tags: tuple[str, str, str]) -> tuple[int, int,
     return tuple(extents)
 
 
-def _dyn_smem_bytes(lowered: str) -> int:
-    found = re.search(r'"tirx\.dyn_smem_bytes": T\.int64\((\d+)\)', lowered)
-    return int(found.group(1)) if found else 0
+def _shared_fp16_buffers(script: str) -> list[tuple[int, ...]]:
+    declarations = re.finditer(r'T\.(?:decl|alloc)_buffer\(\(([\d, ]+)\), "float16"[^\n]*scope="shared', script)
+    return [tuple(int(d) for d in found.group(1).split(",") if d.strip()) for found in declarations]
 
 
 def _nvcc_ptx_and_sass(cuda_source: str, arch: str) -> tuple[str, str]:

@@ -61,8 +61,8 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
     if args.impl not in ("steps", "solutions"):
         raise UsageError(f"--impl must be steps or solutions, not {args.impl!r}")
     gpu_name, gpu_arch, sm_count = _detect_gpu()
-    arch, track = _arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
-    steps = _steps(args.step, REPO_ROOT / args.impl / track)
+    arch, track = resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
+    steps = select_steps(args.step, REPO_ROOT / args.impl / track)
     shapes = tuple(_shape(text) for text in args.shape) or None
     for spec in steps:
         for shape in shapes or ():
@@ -101,7 +101,7 @@ def _detect_gpu() -> tuple[str | None, str | None, int]:
     return properties.name, arch, properties.multi_processor_count
 
 
-def _arch_and_track(arch: str, track: str, gpu_name: str | None, gpu_arch: str | None) -> tuple[str, str]:
+def resolve_arch_and_track(arch: str, track: str, gpu_name: str | None, gpu_arch: str | None) -> tuple[str, str]:
     known_archs = [a for t in TRACKS for a in TRACK_ARCHS[t]]
     if arch != "auto" and arch not in known_archs:
         raise UsageError(f"unknown arch {arch!r}: choose auto, {', '.join(known_archs)}")
@@ -117,7 +117,7 @@ def _arch_and_track(arch: str, track: str, gpu_name: str | None, gpu_arch: str |
     return arch, track_of_arch
 
 
-def _steps(text: str, track_dir: Path) -> list:
+def select_steps(text: str, track_dir: Path) -> list:
     if text == "all":
         present = [spec for spec in STEPS.values() if (track_dir / spec.file_name).exists()]
         if not present:

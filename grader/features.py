@@ -48,8 +48,10 @@ def _one_cta_per_sm(art: Artifacts, launch: Launch) -> bool:
     return _ctas(art) == launch.sm_count
 
 
-# Two stages of one 128x64 A tile and one 128x64 B tile in fp16.
-_TWO_STAGE_BYTES = 2 * 2 * (128 * 64 * 2)
+def _staged_operands(art: Artifacts, _: Launch) -> bool:
+    """A and B each live in a shared buffer of shape (stages >= 2, 128, 64)."""
+    staged = [shape for shape in art.shared_fp16_buffers if len(shape) == 3 and shape[0] >= 2 and shape[1:] == (128, 64)]
+    return len(staged) >= 2
 
 TCGEN05_MMA = Check("tcgen05 MMA (UTCHMMA)", _sass(r"\bUTCHMMA\b"), "issue Tx.gemm_async(..., dispatch=\"tcgen05\")")
 TCGEN05_COMMIT = Check(
@@ -74,8 +76,8 @@ TMA_STORE = Check(
     "TMA store of D (UTMASTG)", _sass(r"\bUTMASTG\b"), "store D from shared memory with a TMA copy_async"
 )
 TWO_STAGES = Check(
-    "two shared-memory stages (>= 64 KiB of A/B tiles)",
-    lambda art, _: art.dyn_smem_bytes >= _TWO_STAGE_BYTES,
+    "A and B staged in >= 2 shared-memory buffers",
+    _staged_operands,
     "allocate A and B as (PIPE_DEPTH=2, 128, 64) buffers",
 )
 GRID_SMS = Check("grid = one CTA per SM", _one_cta_per_sm, "launch T.cta_id([sm_count])")

@@ -1,0 +1,63 @@
+# The course's commands. `make help` lists them.
+#
+# The first command that needs Python builds .venv from requirements.txt and reuses it after.
+# PYTHON=python3 skips that and uses the interpreter you name (GPU machines without network,
+# containers that already hold the packages). WHEELS=dir installs from a folder of wheels only.
+
+VENV ?= .venv
+PYTHON ?= $(VENV)/bin/python
+WHEELS ?=
+TORCH_CPU ?= torch==2.13.0
+TORCH_INDEX ?=
+
+STEP ?= all
+IMPL ?= steps
+TRACK ?= auto
+ARCH ?= auto
+SHAPES ?=
+
+PIP_SOURCE = $(if $(WHEELS),--no-index --find-links $(WHEELS))
+ENV_READY = $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.ready)
+GRADER_ARGS = --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH) $(foreach s,$(SHAPES),--shape $(s))
+
+.PHONY: help setup grade inspect test wheelhouse clean
+
+help:
+	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
+	@echo "make inspect STEP=5 [IMPL=...] [TRACK=...]   generated CUDA + the features found in it (no GPU needed)"
+	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
+	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
+	@echo "make wheelhouse                              download every wheel into ./wheelhouse for an offline setup"
+	@echo "Add PYTHON=python3 to any target to use that interpreter instead of .venv."
+
+setup: $(ENV_READY)
+
+# A machine whose python3 already has torch (GPU clusters ship a CUDA build) lends it to the venv;
+# elsewhere the venv gets the CPU build, pinned, so no loose requirement pulls gigabytes of CUDA wheels.
+$(VENV)/.ready: requirements.txt
+	@if python3 -c "import torch" 2>/dev/null; then \
+	    echo "setup: reusing the torch of $$(command -v python3)"; \
+	    python3 -m venv --system-site-packages $(VENV); \
+	else \
+	    python3 -m venv $(VENV); \
+	fi
+	$(VENV)/bin/python -m pip install --quiet $(PIP_SOURCE) -r requirements.txt
+	@$(VENV)/bin/python -c "import torch" 2>/dev/null || \
+	    $(VENV)/bin/python -m pip install --quiet $(PIP_SOURCE) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_CPU)"
+	@touch $@
+
+grade: $(ENV_READY)
+	$(PYTHON) -m grader $(GRADER_ARGS)
+
+inspect: $(ENV_READY)
+	$(PYTHON) -m grader.inspect_step --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH)
+
+test: $(ENV_READY)
+	$(PYTHON) -m pytest tests
+
+wheelhouse:
+	python3 -m pip download -d wheelhouse -r requirements.txt
+	python3 -m pip download -d wheelhouse $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_CPU)"
+
+clean:
+	rm -rf $(VENV) reports

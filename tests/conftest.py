@@ -1,0 +1,48 @@
+"""Shared fixtures: which GPU (if any) is here, and a helper to build a step of either tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader import build, cli
+from grader.steps import DEFAULT_SM_COUNT, STEPS
+
+REPO = Path(__file__).resolve().parent.parent
+TRACK_ARCH = {"blackwell": "sm_100a", "hopper": "sm_90a"}
+
+
+def gpu_arch() -> str | None:
+    """The arch of a GPU here that can run the course's kernels, else None."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return cli.ARCH_OF_CAPABILITY.get(torch.cuda.get_device_capability(0))
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_arch() is None:
+        skip = pytest.mark.skip(reason="no Hopper or Blackwell GPU here")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+def present_steps(tree: str) -> list[tuple[str, int]]:
+    """(track, step) for every step file present in steps/ or solutions/."""
+    return [
+        (track, number)
+        for track in TRACK_ARCH
+        for number, spec in STEPS.items()
+        if (REPO / tree / track / spec.file_name).exists()
+    ]
+
+
+def build_step(tree: Path, track: str, number: int, shape=None, arch=None) -> build.Artifacts:
+    spec = STEPS[number]
+    arch = arch or TRACK_ARCH[track]
+    shape = shape or max(spec.correctness_shapes, key=lambda s: s[0] * s[1])
+    factory = build.kernel_factory(tree, track, spec)
+    return build.build(factory, spec, shape, arch, DEFAULT_SM_COUNT[arch])

@@ -1,0 +1,76 @@
+"""Every reference solution builds and shows its step's features; kernels that skip a feature fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import REPO, TRACK_ARCH, build_step, present_steps
+from grader import build, features
+from grader.steps import DEFAULT_SM_COUNT, STEPS
+
+
+def _failed(track: str, step: int, artifacts, shape, arch) -> set[str]:
+    launch = features.Launch(shape, DEFAULT_SM_COUNT[arch])
+    return {check.name for check in features.run_checks(track, step, artifacts, launch) if not check.passed}
+
+
+def _largest(step: int):
+    return max(STEPS[step].correctness_shapes, key=lambda s: s[0] * s[1])
+
+
+@pytest.mark.parametrize("track,step", present_steps("solutions"))
+def test_solution_builds_and_shows_its_features(track, step):
+    arch = TRACK_ARCH[track]
+    artifacts = build_step(REPO / "solutions", track, step)
+    assert _failed(track, step, artifacts, _largest(step), arch) == set()
+
+
+@pytest.mark.parametrize("track,step", present_steps("steps"))
+def test_untouched_skeleton_is_not_implemented(track, step):
+    with pytest.raises(build.StepNotImplemented):
+        build_step(REPO / "steps", track, step)
+
+
+def _need(track: str, *steps: int) -> None:
+    missing = [s for s in steps if not (REPO / "solutions" / track / STEPS[s].file_name).exists()]
+    if missing:
+        pytest.skip(f"solutions/{track} lacks steps {missing}")
+
+
+@pytest.mark.parametrize("step", [1, 3])
+def test_blackwell_mma_checks_reject_a_hopper_kernel(step):
+    _need("hopper", step)
+    artifacts = build_step(REPO / "solutions", "hopper", step)
+    failed = _failed("blackwell", step, artifacts, _largest(step), "sm_100a")
+    assert {features.TCGEN05_MMA.name, features.TCGEN05_COMMIT.name, features.TMEM_LOAD.name} <= failed
+
+
+def test_wgmma_check_rejects_a_blackwell_kernel():
+    _need("blackwell", 1)
+    artifacts = build_step(REPO / "solutions", "blackwell", 1)
+    assert features.WGMMA.name in _failed("hopper", 1, artifacts, _largest(1), "sm_90a")
+
+
+# Submitting step N-1's kernel as step N must fail exactly the features step N adds.
+NEW_FEATURES = {
+    4: {features.TMA_LOAD.name, features.EXPECT_TX.name, features.TMA_STORE.name},
+    5: {features.TWO_STAGES.name},
+    6: {features.GRID_SMS.name, features.TILE_LOOP.name},
+}
+
+
+@pytest.mark.parametrize("track", list(TRACK_ARCH))
+@pytest.mark.parametrize("step", sorted(NEW_FEATURES))
+def test_previous_step_kernel_lacks_this_steps_features(track, step):
+    _need(track, step - 1, step)
+    shape = _largest(step)
+    artifacts = build_step(REPO / "solutions", track, step - 1, shape=shape)
+    assert _failed(track, step, artifacts, shape, TRACK_ARCH[track]) == NEW_FEATURES[step]
+
+
+@pytest.mark.parametrize("track", list(TRACK_ARCH))
+def test_grid_check_rejects_a_persistent_kernel_as_one_cta_per_tile(track):
+    _need(track, 6)
+    shape = _largest(6)
+    artifacts = build_step(REPO / "solutions", track, 6, shape=shape)
+    assert features.GRID_TILES.name in _failed(track, 3, artifacts, shape, TRACK_ARCH[track])
