@@ -1,0 +1,188 @@
+"""Step 5 (Blackwell): a two-stage software pipeline.
+
+Shared memory holds PIPE_DEPTH = 2 stages of the A and B tiles, each stage with its own TMA
+barrier and its own phase bit. Two K tiles are loaded before the first MMA, and a stage is
+refilled with K tile k + 2 as soon as the MMA of K tile k has released it (its commit arrived
+on mma_bar), so the TMA of the next K tile is in flight while the tensor core works on this one.
+"""
+
+import tvm
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+from tvm.backend.cuda.tile_primitive.tma_utils import mma_shared_layout, SwizzleMode
+from tvm.tirx.layout import TileLayout, S, tid_in_wg as axis_tid_in_wg
+
+from kernel_helpers.todo import todo
+
+
+def hgemm_v5(M, N, K):
+    """D = A @ B^T for M, N multiples of 128, K a multiple of 64 (fp16 in, fp32 in TMEM, fp16 out).
+
+    Grid: (M / 128) x (N / 128) CTAs of 128 threads; CTA (bx, by) owns D[bx*128 : +128, by*128 : +128].
+    Data path in each CTA (stage s = k % 2):
+        prefetch: TMA K tiles 0 and 1 (as far as they exist) into stages 0 and 1;
+        for each K tile k: wait tma_bar[s] --> tcgen05.mma (accumulate = k != 0) on Asmem[s],
+        Bsmem[s] (128B swizzle), issued by one elected thread of warp 0 --> accumulator in TMEM
+        (128 lanes x 128 fp32 columns); tcgen05.commit onto mma_bar; wait mma_bar (stage s is
+        free again) --> the elected thread issues the TMA of K tile k + 2 into stage s.
+    Then once: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers (thread t
+        holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
+        TMA store by one thread, cp.async.bulk.commit_group + wait_group 0--> D (global).
+
+    Barrier protocol:
+        | barrier | arrival count | who arrives                                | who waits   | starting phase        |
+        |---------|---------------|--------------------------------------------|-------------|-----------------------|
+        | tma_bar[s] | 1 (+ 32768 | the elected thread: mbarrier.arrive.       | all 128     | 0 for each stage;     |
+        | s = 0, 1   | tx bytes)  | expect_tx(A + B tile bytes); the two TMA   | threads     | phase_tma[s] flips    |
+        |            |            | loads complete_tx their bytes              |             | each time stage s is  |
+        |            |            |                                            |             | used                  |
+        | mma_bar    | 1          | tcgen05.commit from the thread that issued | all 128     | 0; flips after every  |
+        |            |            | the MMA (mbarrier::arrive::one), once per  | threads     | K tile (phase_mma ^ 1)|
+        |            |            | K tile                                     |             |                       |
+        Stage s is refilled only after mma_bar says the MMA that read it has finished. With an
+        odd number of K tiles the two stages are used a different number of times, which is why
+        each stage keeps its own phase bit.
+        Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
+        cta_sync before the TMA store reads Dsmem; the storing thread waits for its bulk group
+        (cp.async.bulk.wait_group 0) before the CTA syncs and exits.
+
+    Hopper twin: exercises on an H100 the same tma_bar[s] ring (prefetch, per-stage phases,
+    refill rule, odd K tile counts) and the TMA store epilogue; its MMA completion is
+    `wgmma.wait_group`, so `tcgen05.commit` onto mma_bar and TMEM are exercised only by
+    building this file for sm_100a.
+    """
+    a_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+    BLK_M, BLK_N, BLK_K = 128, 128, 64
+    K_TILES = K // BLK_K
+    TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
+    PIPE_DEPTH = 2
+    PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
+    RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
+    B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
+
+    # fmt: off
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), "float16"),
+        B: T.Buffer((N, K), "float16"),
+        D: T.Buffer((M, N), "float16"),
+    ):
+        T.device_entry()
+        bx, by = T.cta_id([M // BLK_M, N // BLK_N])
+        wg_id = T.warpgroup_id([1])
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
+        pool = T.SMEMPool()
+        tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
+        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
+        mma_bar = pool.alloc((1,), "uint64", align=8)
+        pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
+        Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
+        Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
+        pool.commit()
+
+        # ---- TMEM: warp 0 allocates all 512 columns; the accumulator is columns [0, 128) ----
+        tmem_pool.commit()
+        tmem = tmem_pool.alloc((128, 512), "float32")
+
+        # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        if warp_id == 0:
+            if lane_id == 0:
+                for s in T.unroll(PIPE_DEPTH):
+                    T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([s]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(mma_bar.ptr_to([0]), T.uint32(1))
+        T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
+        T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
+
+        m_st = T.meta_var(bx * BLK_M)
+        n_st = T.meta_var(by * BLK_N)
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
+        phase_mma: T.int32
+        for s in T.unroll(PIPE_DEPTH):
+            phase_tma[s] = 0
+        phase_mma = 0
+
+        # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
+        @T.inline
+        def tma_load(stage, k):
+            T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([stage]), T.uint32(TILE_BYTES))
+            Tx.copy_async(Asmem[stage, :, :], A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                          dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+            Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
+                          dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+
+        # TODO(step 5): prefetch -- start the loads of the first PRE_NUM K tiles before any MMA.
+        #   Hint: in ONE thread (`if warp_id == 0:` / `if T.cuda.elect_sync():`),
+        #   `for s in T.unroll(PRE_NUM): tma_load(s, s)` (K tile s into stage s). PRE_NUM is
+        #   min(PIPE_DEPTH, K_TILES): with K = 64 there is a single K tile to load.
+        todo("step 5: prefetch K tiles 0 .. PRE_NUM-1 into stages 0 .. PRE_NUM-1")
+
+        # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+        for ring in T.serial(RING):
+            for s in T.unroll(PIPE_DEPTH):
+                k = T.meta_var(ring * PIPE_DEPTH + s)
+                if k < K_TILES:
+                    # TODO(step 5): every thread waits until K tile k has landed in stage s.
+                    #   Hint: T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s]), then
+                    #   phase_tma[s] = phase_tma[s] ^ 1 -- each stage has its own phase bit, flipped
+                    #   each time that stage is used (with an odd K_TILES the stages are used a
+                    #   different number of times) -- then T.ptx.tcgen05.fence__after_thread_sync().
+                    todo("step 5: wait on tma_bar[s] with phase_tma[s], flip it")
+
+                    # ---- MMA on stage s: one thread issues 4 x tcgen05.mma, then commits ----
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
+                                          accum=(k != 0), dispatch="tcgen05", cta_group=1)
+                            T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
+                                mma_bar.ptr_to([0]))
+
+                    # ---- every thread waits for this MMA: TMEM updated, stage s free ----
+                    T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+                    phase_mma = phase_mma ^ 1
+                    T.ptx.tcgen05.fence__after_thread_sync()
+
+                    # TODO(step 5): refill stage s, now free, with K tile k + PIPE_DEPTH (if it exists).
+                    #   Hint: in ONE thread (warp 0, T.cuda.elect_sync()):
+                    #   `if k + PIPE_DEPTH < K_TILES: tma_load(s, k + PIPE_DEPTH)`. This must come
+                    #   after the mma_bar wait above: until then the MMA may still be reading stage s.
+                    todo("step 5: refill stage s with K tile k + PIPE_DEPTH after the MMA released it")
+
+        # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
+        Dreg = T.alloc_local((BLK_N,), acc_type)
+        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+        T.ptx.tcgen05.wait__ld.sync.aligned()
+        T.ptx.tcgen05.fence__before_thread_sync()
+        Tx.cast(Dreg_f16[:], Dreg[:])
+        Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
+        # the TMA store reads Dsmem through the async proxy: fence, then sync
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.cuda.cta_sync()
+        if warp_id == 0:
+            if T.cuda.elect_sync():
+                Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                              dispatch="tma_auto")
+                T.ptx.cp.async_.bulk.commit_group()
+                T.ptx.cp.async_.bulk.wait_group(0)
+
+        # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
+        T.cuda.cta_sync()
+        tmem_pool.dealloc()
+    # fmt: on
+
+    return kernel
