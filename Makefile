@@ -20,11 +20,12 @@ PIP_SOURCE = $(if $(WHEELS),--no-index --find-links $(WHEELS))
 ENV_READY = $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.ready)
 GRADER_ARGS = --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH) $(foreach s,$(SHAPES),--shape $(s))
 
-.PHONY: help setup grade inspect test wheelhouse clean
+.PHONY: help setup grade inspect sanitize test wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
 	@echo "make inspect STEP=5 [IMPL=...] [TRACK=...]   generated CUDA + the features found in it (no GPU needed)"
+	@echo "make sanitize STEP=5 [IMPL=...] [SHAPES=...]  run the step once under compute-sanitizer racecheck + synccheck (GPU)"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
 	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
 	@echo "make wheelhouse                              download every wheel into ./wheelhouse for an offline setup"
@@ -51,6 +52,11 @@ grade: $(ENV_READY)
 
 inspect: $(ENV_READY)
 	$(PYTHON) -m grader.inspect_step --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH)
+
+SANITIZE_RUN = $(PYTHON) -m grader.run_kernel --step $(STEP) --impl $(IMPL) $(if $(SHAPES),--shape $(firstword $(SHAPES)))
+sanitize: $(ENV_READY)
+	compute-sanitizer --tool racecheck --error-exitcode 1 $(SANITIZE_RUN)
+	compute-sanitizer --tool synccheck --error-exitcode 1 $(SANITIZE_RUN)
 
 test: $(ENV_READY)
 	$(PYTHON) -m pytest tests

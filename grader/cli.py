@@ -63,7 +63,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
     gpu_name, gpu_arch, sm_count = _detect_gpu()
     arch, track = resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
     steps = select_steps(args.step, REPO_ROOT / args.impl / track)
-    shapes = tuple(_shape(text) for text in args.shape) or None
+    shapes = tuple(parse_shape(text) for text in args.shape) or None
     for spec in steps:
         for shape in shapes or ():
             problem = spec.shapes.violation(shape)
@@ -130,7 +130,7 @@ def select_steps(text: str, track_dir: Path) -> list:
     return [STEPS[int(text)]]
 
 
-def _shape(text: str) -> Shape:
+def parse_shape(text: str) -> Shape:
     parts = text.lower().split("x")
     if len(parts) != 3 or not all(part.isdigit() for part in parts):
         raise UsageError(f"--shape must look like 256x512x128 (M x N x K), not {text!r}")

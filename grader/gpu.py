@@ -118,7 +118,7 @@ def _child(request: GpuRequest, result_path: Path) -> None:
         seed = request.seed + index
         save(f"checking correctness at {format_shape(shape)} (seed {seed})")
         kernel = compiled(request.impl_dir, shape)
-        a, b = _random_inputs(shape, seed)
+        a, b = random_inputs(shape, seed)
         d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
         kernel(a, b, d)
         torch.cuda.synchronize()
@@ -130,7 +130,7 @@ def _child(request: GpuRequest, result_path: Path) -> None:
 
     for shape in request.timing_shapes:
         save(f"timing at {format_shape(shape)}")
-        a, b = _random_inputs(shape, request.seed)
+        a, b = random_inputs(shape, request.seed)
         candidates = {"kernel": compiled(request.impl_dir, shape)}
         if request.reference_dir:
             candidates["reference"] = compiled(request.reference_dir, shape)
@@ -144,7 +144,7 @@ def _child(request: GpuRequest, result_path: Path) -> None:
     save("done")
 
 
-def _random_inputs(shape: Shape, seed: int):
+def random_inputs(shape: Shape, seed: int):
     import torch
 
     m, n, k = shape

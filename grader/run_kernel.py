@@ -1,0 +1,55 @@
+"""`python -m grader.run_kernel --step N --shape MxNxK`: build a step, run it once, check the result.
+
+No timing, no child process: made to sit under compute-sanitizer (`make sanitize STEP=N`) or ncu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from grader import build, diagnosis
+from grader.build import REPO_ROOT
+from grader.cli import ARCH_OF_CAPABILITY, UsageError, parse_shape, select_steps
+from grader.gpu import random_inputs
+from grader.steps import format_shape
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.run_kernel", description=__doc__)
+    parser.add_argument("--step", required=True)
+    parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
+    parser.add_argument("--shape", help="MxNxK (default: the step's second correctness shape, a few tiles)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("run_kernel: needs a GPU", file=sys.stderr)
+        return 2
+    arch = ARCH_OF_CAPABILITY.get(torch.cuda.get_device_capability(0))
+    track = "hopper" if arch == "sm_90a" else "blackwell"
+    try:
+        (spec,) = select_steps(args.step, REPO_ROOT / args.impl / track)
+        shape = parse_shape(args.shape) if args.shape else spec.correctness_shapes[min(1, len(spec.correctness_shapes) - 1)]
+        if arch is None or spec.shapes.violation(shape):
+            raise UsageError(f"cannot run step {spec.number} at {format_shape(shape)} on this GPU")
+    except UsageError as err:
+        print(f"run_kernel: {err}", file=sys.stderr)
+        return 2
+
+    factory = build.kernel_factory(REPO_ROOT / args.impl, track, spec)
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    kernel = build.compile_module(build.make_prim_func(factory, spec, shape, sm_count), arch)
+    a, b = random_inputs(shape, args.seed)
+    d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
+    kernel(a, b, d)
+    torch.cuda.synchronize()
+    verdict = diagnosis.compare(d, diagnosis.reference(a, b))
+    print(f"step {spec.number} ({args.impl}/{track}) at {format_shape(shape)}: {verdict.message}; "
+          f"max error {verdict.max_error:.2e} x rms")
+    return 0 if verdict.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""GPU tests: the reference solutions pass, and deliberately broken kernels fail the way a student would see.
+
+Broken kernels are the reference solutions with one line changed, written to a temporary tree that
+the grader grades as if it were a student's steps/ folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, gpu_arch
+from grader import gpu
+from grader.grade import Config, StepResult, _judge_speed, grade_step
+from grader.steps import STEPS
+
+pytestmark = pytest.mark.gpu
+
+
+def _track() -> str:
+    return "hopper" if gpu_arch() == "sm_90a" else "blackwell"
+
+
+def _config(impl_dir: Path, impl: str = "steps", timeout_s: float = 180.0, shapes=None) -> Config:
+    import torch
+
+    return Config(
+        impl=impl,
+        impl_dir=impl_dir,
+        solutions_dir=REPO / "solutions",
+        track=_track(),
+        arch=gpu_arch(),
+        gpu_name=torch.cuda.get_device_name(),
+        sm_count=torch.cuda.get_device_properties(0).multi_processor_count,
+        seed=1234,
+        timeout_s=timeout_s,
+        shapes=shapes,
+    )
+
+
+def _solution(step: int) -> str:
+    return (REPO / "solutions" / _track() / STEPS[step].file_name).read_text()
+
+
+def _write(tree: Path, step: int, source: str) -> Path:
+    folder = tree / _track()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / STEPS[step].file_name).write_text(source)
+    return tree
+
+
+def _broken(tree: Path, step: int, pattern: str, replacement: str) -> Path:
+    """Write step's reference solution with `pattern` replaced into tree/<track>/; return tree."""
+    broken, count = re.subn(pattern, replacement, _solution(step))
+    assert count > 0, f"the mutation {pattern!r} no longer matches step {step}'s solution"
+    return _write(tree, step, broken)
+
+
+def _present_solutions() -> list[int]:
+    return [n for n, spec in STEPS.items() if (REPO / "solutions" / _track() / spec.file_name).exists()]
+
+
+@pytest.mark.parametrize("step", _present_solutions())
+def test_reference_solution_is_correct_and_fast_enough(step):
+    result = grade_step(_config(REPO / "solutions", impl="solutions"), STEPS[step])
+    assert (result.build, result.features, result.correctness, result.speed) == (
+        "passed",
+        "passed",
+        "passed",
+        "passed",
+    ), result.problems
+
+
+def test_a_kernel_that_skips_the_last_k_tile_fails(tmp_path):
+    tree = _broken(tmp_path, 2, r"range\(K_TILES\)", "range(K_TILES - 1)")
+    result = grade_step(_config(tree), STEPS[2])
+    assert result.correctness == "failed"
+    assert "wrong result at 128x128x64" in result.problems[0]
+
+
+def test_tiles_a_kernel_never_writes_are_named(tmp_path):
+    tree = _broken(tmp_path, 3, r"T\.cta_id\(\[M // BLK_M, N // BLK_N\]\)", "T.cta_id([M // BLK_M, N // BLK_N - 1])")
+    request = gpu.GpuRequest(str(tree), None, _track(), 3, gpu_arch(), 132, 7, [(256, 384, 192)], [])
+    (shape,) = gpu.run_step(request, timeout_s=120).correctness
+    assert not shape["passed"]
+    assert [tuple(t) for t in shape["unwritten_tiles"]] == [(0, 2), (1, 2)]
+    assert "never written (still NaN): (0,2), (1,2)" in shape["message"]
+
+
+def test_a_deadlocked_kernel_is_reported_and_grading_goes_on(tmp_path):
+    tree = _broken(tmp_path, 4, r"(mbarrier\.init\.shared\.b64\(tma_bar[^,]*, T\.uint32\()1\)", r"\g<1>2)")
+    _write(tree, 3, _solution(3))
+    config = _config(tree, timeout_s=30.0, shapes=((256, 384, 192),))
+    hung = grade_step(config, STEPS[4])
+    assert hung.correctness == "failed"
+    assert any("did not finish in 30 s" in p or "deadlock" in p for p in hung.problems), hung.problems
+    after = grade_step(config, STEPS[3])
+    assert after.correctness == "passed", after.problems
+
+
+def test_a_correct_but_slow_kernel_fails_the_speed_rule(tmp_path):
+    # step 3's kernel (synchronous loads) handed in as step 5, timed against step 5's reference
+    tree = _write(tmp_path, 5, _solution(3).replace("def hgemm_v3(", "def hgemm_v5("))
+    spec = dataclasses.replace(STEPS[5], timing_shapes=((2048, 2048, 2048),))
+    request = gpu.GpuRequest(
+        str(tree), str(REPO / "solutions"), _track(), 5, gpu_arch(), 132, 9, [(256, 384, 192)], [(2048, 2048, 2048)]
+    )
+    outcome = gpu.run_step(request, timeout_s=180)
+    assert outcome.correctness[0]["passed"]
+    result = StepResult(step=5, file="f")
+    _judge_speed(result, outcome, _config(tree), spec)
+    assert result.speed == "failed"
+    assert "the reference solution's time" in result.problems[0]
