@@ -30,15 +30,15 @@ def hgemm_v5(M, N, K):
         TMA store by one thread, cp.async.bulk.commit_group + wait_group 0--> D (global).
 
     Barrier protocol:
-        | barrier | arrival count | who arrives                                | who waits   | starting phase        |
-        |---------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar[s] | 1 (+ 32768 | the elected thread: mbarrier.arrive.       | all 128     | 0 for each stage;     |
-        | s = 0, 1   | tx bytes)  | expect_tx(A + B tile bytes); the two TMA   | threads     | phase_tma[s] flips    |
-        |            |            | loads complete_tx their bytes              |             | each time stage s is  |
-        |            |            |                                            |             | used                  |
-        | mma_bar    | 1          | tcgen05.commit from the thread that issued | all 128     | 0; flips after every  |
-        |            |            | the MMA (mbarrier::arrive::one), once per  | threads     | K tile (phase_mma ^ 1)|
-        |            |            | K tile                                     |             |                       |
+        | barrier    | arrival count | who arrives                                | who waits   | starting phase        |
+        |------------|---------------|--------------------------------------------|-------------|-----------------------|
+        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | all 128     | 0 for each stage;     |
+        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | threads     | phase_tma[s] flips    |
+        |            |               | loads complete_tx their bytes              |             | each time stage s is  |
+        |            |               |                                            |             | used                  |
+        | mma_bar    | 1             | tcgen05.commit from the thread that issued | all 128     | 0; flips after every  |
+        |            |               | the MMA (mbarrier::arrive::one), once per  | threads     | K tile (phase_mma ^ 1)|
+        |            |               | K tile                                     |             |                       |
         Stage s is refilled only after mma_bar says the MMA that read it has finished. With an
         odd number of K tiles the two stages are used a different number of times, which is why
         each stage keeps its own phase bit.

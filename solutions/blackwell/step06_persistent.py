@@ -1,0 +1,208 @@
+"""Step 6 (Blackwell): a persistent kernel with an L2-grouped tile scheduler.
+
+The grid shrinks to one CTA per SM (sm_count CTAs); each CTA loops over the output tiles that
+ClusterPersistentScheduler2D hands it (CTA i takes tiles i, i + sm_count, ...), in an order that
+keeps groups of 8 tile rows together so their A and B tiles are reused from L2. TMEM and the
+barriers are set up once per CTA, so the barrier phases run on from tile to tile instead of
+restarting at 0.
+"""
+
+import tvm
+from tvm.backend.cuda.lang.tile_scheduler import ClusterPersistentScheduler2D
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+from tvm.backend.cuda.tile_primitive.tma_utils import mma_shared_layout, SwizzleMode
+from tvm.tirx.layout import TileLayout, S, tid_in_wg as axis_tid_in_wg
+
+
+def hgemm_v6(M, N, K, sm_count):
+    """D = A @ B^T for M, N multiples of 128, K a multiple of 64 (fp16 in, fp32 in TMEM, fp16 out).
+
+    Grid: sm_count CTAs of 128 threads (148 on a B200). CTA bx takes output tiles bx, bx + sm_count,
+    ... of the (M / 128) x (N / 128) tiles, in ClusterPersistentScheduler2D's L2-grouped order
+    (l2_group_size = 8 tile rows); tile (m_idx, n_idx) is D[m_idx*128 : +128, n_idx*128 : +128].
+    Data path in each CTA, per output tile, as in step 5 (stage s = k % 2):
+        prefetch: TMA K tiles 0 and 1 (as far as they exist) into stages 0 and 1;
+        for each K tile k: wait tma_bar[s] --> tcgen05.mma (accumulate = k != 0) on Asmem[s],
+        Bsmem[s] (128B swizzle), issued by one elected thread of warp 0 --> accumulator in TMEM
+        (128 lanes x 128 fp32 columns); tcgen05.commit onto mma_bar; wait mma_bar (stage s is
+        free again) --> the elected thread issues the TMA of K tile k + 2 into stage s.
+    Then, per output tile: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers
+        (thread t holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
+        TMA store by one thread, cp.async.bulk.commit_group--> D (global); then the next tile.
+
+    Barrier protocol (TMEM allocated and barriers initialised once per CTA, before the tile loop):
+        | barrier    | arrival count | who arrives                                | who waits   | starting phase        |
+        |------------|---------------|--------------------------------------------|-------------|-----------------------|
+        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | all 128     | 0 for each stage, set |
+        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | threads     | ONCE per CTA;         |
+        |            |               | loads complete_tx their bytes              |             | phase_tma[s] flips    |
+        |            |               |                                            |             | each use and carries  |
+        |            |               |                                            |             | over to the next tile |
+        | mma_bar    | 1             | tcgen05.commit from the thread that issued | all 128     | 0, set ONCE per CTA;  |
+        |            |               | the MMA (mbarrier::arrive::one), once per  | threads     | flips every K tile,   |
+        |            |               | K tile                                     |             | carries over          |
+        Stage s is refilled only after mma_bar says the MMA that read it has finished. Resetting
+        the phases at each tile is the classic bug: with an odd number of K tiles a barrier ends
+        a tile at phase 1, and a wait on phase 0 would pass at once on stale data.
+        TMEM reuse: every thread finishes its TMEM reads (tcgen05.wait::ld, then
+        tcgen05.fence::before_thread_sync) before the cta_syncs of the epilogue, and the next
+        tile's first MMA (accumulate = 0) is issued after them.
+        Dsmem reuse: the store of tile i is committed, not waited for; before tile i+1 writes
+        Dsmem, warp 0 waits with cp.async.bulk.wait_group.read 0 (the store has finished reading
+        it), then cta_sync. The Dsmem stores are followed by fence.proxy.async.shared::cta and
+        cta_sync before the TMA store reads Dsmem. After the last tile warp 0 waits with
+        cp.async.bulk.wait_group 0 before the CTA frees TMEM and exits.
+
+    Hopper twin: exercises on an H100 the same scheduler, the tma_bar[s] ring with phases carried
+    over from tile to tile, and the Dsmem reuse rule; its MMA completion is `wgmma.wait_group`,
+    so `tcgen05.commit` onto mma_bar (whose phase also carries over here) and TMEM reuse across
+    tiles are exercised only by building this file for sm_100a.
+    """
+    a_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+    BLK_M, BLK_N, BLK_K = 128, 128, 64
+    K_TILES = K // BLK_K
+    TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
+    PIPE_DEPTH = 2
+    PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
+    RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
+    B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
+
+    # fmt: off
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), "float16"),
+        B: T.Buffer((N, K), "float16"),
+        D: T.Buffer((M, N), "float16"),
+    ):
+        T.device_entry()
+        bx = T.cta_id([sm_count])
+        wg_id = T.warpgroup_id([1])
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
+        pool = T.SMEMPool()
+        tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
+        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
+        mma_bar = pool.alloc((1,), "uint64", align=8)
+        pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
+        Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
+        Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
+        pool.commit()
+
+        # ---- TMEM: warp 0 allocates all 512 columns; the accumulator is columns [0, 128) ----
+        tmem_pool.commit()
+        tmem = tmem_pool.alloc((128, 512), "float32")
+
+        # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        if warp_id == 0:
+            if lane_id == 0:
+                for s in T.unroll(PIPE_DEPTH):
+                    T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([s]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(mma_bar.ptr_to([0]), T.uint32(1))
+        T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
+        T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
+
+        # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
+        tile_scheduler = ClusterPersistentScheduler2D(
+            "ts", num_m_tiles=M // BLK_M, num_n_tiles=N // BLK_N,
+            l2_group_size=8, num_clusters=sm_count)
+        tile_scheduler.init(bx)
+        m_st = T.meta_var(tile_scheduler.m_idx * BLK_M)
+        n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
+        # phases start at 0 ONCE per CTA and carry over from tile to tile
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
+        phase_mma: T.int32
+        for s in T.unroll(PIPE_DEPTH):
+            phase_tma[s] = 0
+        phase_mma = 0
+
+        # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
+        @T.inline
+        def tma_load(stage, k):
+            T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([stage]), T.uint32(TILE_BYTES))
+            Tx.copy_async(Asmem[stage, :, :], A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                          dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+            Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
+                          dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+
+        while tile_scheduler.valid():
+            # ---- prefetch: fill both stages before the first MMA ----
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    for s in T.unroll(PRE_NUM):
+                        tma_load(s, s)
+
+            # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+            for ring in T.serial(RING):
+                for s in T.unroll(PIPE_DEPTH):
+                    k = T.meta_var(ring * PIPE_DEPTH + s)
+                    if k < K_TILES:
+                        # ---- every thread waits until K tile k has landed in stage s ----
+                        T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                        phase_tma[s] = phase_tma[s] ^ 1
+                        T.ptx.tcgen05.fence__after_thread_sync()
+
+                        # ---- MMA on stage s: one thread issues 4 x tcgen05.mma, then commits ----
+                        if warp_id == 0:
+                            if T.cuda.elect_sync():
+                                Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
+                                              accum=(k != 0), dispatch="tcgen05", cta_group=1)
+                                T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
+                                    mma_bar.ptr_to([0]))
+
+                        # ---- every thread waits for this MMA: TMEM updated, stage s free ----
+                        T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+                        phase_mma = phase_mma ^ 1
+                        T.ptx.tcgen05.fence__after_thread_sync()
+
+                        # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                        if warp_id == 0:
+                            if T.cuda.elect_sync():
+                                if k + PIPE_DEPTH < K_TILES:
+                                    tma_load(s, k + PIPE_DEPTH)
+
+            # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
+            Dreg = T.alloc_local((BLK_N,), acc_type)
+            Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+            Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+            Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+            T.ptx.tcgen05.wait__ld.sync.aligned()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            Tx.cast(Dreg_f16[:], Dreg[:])
+            # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
+            if warp_id == 0:
+                T.ptx.cp.async_.bulk.wait_group.read(0)
+            T.cuda.cta_sync()
+            Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
+
+            tile_scheduler.next_tile()
+
+        # ---- teardown: the last TMA store is done, then warp 0 frees TMEM ----
+        if warp_id == 0:
+            T.ptx.cp.async_.bulk.wait_group(0)
+        T.cuda.cta_sync()
+        tmem_pool.dealloc()
+    # fmt: on
+
+    return kernel
