@@ -77,6 +77,11 @@ def compile_module(prim_func, arch: str):
     """tvm.compile for the arch; returns the runtime executable (its CUDA source is inside)."""
     import tvm
 
+    if not _has_module("cuda.bindings"):
+        # On a GPU machine TVM turns the CUDA source into a cubin with NVRTC, which needs
+        # cuda-bindings; nvcc, which the static checks need anyway, does the same job.
+        os.environ.setdefault("TVM_CUDA_COMPILE_MODE", "nvcc")
+
     target = tvm.target.Target({"kind": "cuda", "arch": arch})
     try:
         with target:
@@ -102,6 +107,13 @@ def build(factory: Callable[..., Any], spec: StepSpec, shape: Shape, arch: str, 
         has_tile_loop=re.search(r"^\s*while\b", lowered, re.MULTILINE) is not None,
         seconds=time.perf_counter() - start,
     )
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def _lowered_script(prim_func, arch: str) -> str:
