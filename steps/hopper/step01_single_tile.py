@@ -1,0 +1,107 @@
+"""Step 1 (Hopper): one 128x128 output tile with K = 64.
+
+All 128 threads of one warpgroup copy the A and B tiles into 128B-swizzled shared memory, the
+warpgroup multiplies them with wgmma (eight m64n128k16 instructions: four K=16 slices times the
+two 64-row halves), and each thread writes its accumulator registers straight to global memory.
+"""
+
+import tvm
+from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from kernel_helpers.todo import todo
+from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+
+def hgemm_v1(M, N, K):
+    """D = A @ B^T for M = N = 128, K = 64 (fp16 in, fp32 accumulate in registers, fp16 out).
+
+    Data path:
+        A, B (global) --all 128 threads, ld.global + st.shared (Tx.cta.copy)--> Asmem, Bsmem
+        (128B swizzle) --wgmma.mma_async m64n128k16 x 8, issued by the whole warpgroup through
+        shared-memory descriptors--> accumulator in registers (128 fp32 per thread, wgmma
+        fragment layout) --cast to fp16--> D (global), one store per register.
+
+    Barrier protocol:
+        | barrier | arrival count | who arrives | who waits | starting phase |
+        |---------|---------------|-------------|-----------|----------------|
+        | (none)  | -             | -           | -         | -              |
+        No mbarrier: wgmma completes through its own group counter. The warpgroup issues the
+        8 wgmmas, closes them into one group with wgmma.commit_group, and every thread blocks in
+        wgmma.wait_group(0) until the group has finished. Before the MMA:
+        fence.proxy.async.shared::cta + cta_sync between the generic-proxy stores to
+        Asmem/Bsmem and the wgmma that reads them through the async proxy, then wgmma.fence.
+
+    Blackwell twin: one elected thread issues tcgen05.mma and tcgen05.commit arrives on an
+    mbarrier that all threads wait on, and the accumulator lives in TMEM (tcgen05.ld to read it);
+    here the warpgroup issues wgmma, waits with wgmma.wait_group, and accumulates in registers.
+    """
+    a_type = tvm.DataType("float16")
+    b_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+
+    BLK_M, BLK_N, BLK_K = 128, 128, 64
+    MMA_K = 16
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
+    B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
+
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), a_type),
+        B: T.Buffer((N, K), b_type),
+        D: T.Buffer((M, N), d_type),
+    ):
+        # fmt: off
+        T.device_entry()
+        bx, by = T.cta_id([1, 1])
+        wg_id = T.warpgroup_id([1])
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: the 128B-swizzled tiles start on a 1024-byte boundary ----
+        pool = T.SMEMPool()
+        pool.move_base_to(1024)
+        Asmem = pool.alloc((BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((BLK_N, BLK_K), b_type, layout=B_layout)
+        pool.commit()
+
+        m_st = T.meta_var(bx * BLK_M)
+        n_st = T.meta_var(by * BLK_N)
+
+        # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
+        acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
+        desc_a = T.alloc_local((1,), "uint64")
+        desc_b = T.alloc_local((1,), "uint64")
+        # TODO(step 1): encode the wgmma matrix descriptors of the two tiles into desc_a[0], desc_b[0].
+        #   Hint: encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0])) and the same for desc_b / Bsmem
+        #   (kernel_helpers/hopper.py: K-major, 128B swizzle, SBO = 1024 B; the tiles never move,
+        #   so once is enough).
+        todo("step 1: encode_sw128_desc for desc_a[0] / Asmem and desc_b[0] / Bsmem")
+
+        # TODO(step 1): load the A tile and the B tile into shared memory with all 128 threads,
+        #   then make those stores visible to the tensor core before anyone issues a wgmma.
+        #   Hint: Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, 0:BLK_K]) and the same for
+        #   Bsmem / B with n_st. wgmma reads shared memory through the *async proxy*, so follow
+        #   with T.ptx.fence.proxy.async_.shared__cta() and T.cuda.cta_sync() (all stores done).
+        todo("step 1: load A and B into Asmem/Bsmem (Tx.cta.copy), then fence.proxy.async + cta_sync")
+
+        # ---- MMA: 4 K-slices x 2 row halves (8 wgmmas), one commit group, wait for it ----
+        # TODO(step 1): all 128 threads issue the MMA and wait for it.
+        #   Hint: T.ptx.wgmma.fence.sync.aligned(); then for kk in T.unroll(BLK_K // MMA_K):
+        #   wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, kk != 0) (two m64n128k16 each; the
+        #   last argument is scale-d: False on the first slice overwrites acc, True accumulates);
+        #   then T.ptx.wgmma.commit_group.sync.aligned() and T.ptx.wgmma.wait_group.sync.aligned(0)
+        #   (acc is valid only after the wait).
+        todo("step 1: wgmma.fence, 4 x wgmma_128x128x16, commit_group, wait_group(0)")
+
+        # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
+        # TODO(step 1): write every accumulator register to D as fp16.
+        #   Hint: for h in T.unroll(2): for i in T.unroll(64): register acc[h * 64 + i] is tile
+        #   element (acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)), so
+        #   D[m_st + row, n_st + col] = T.cast(acc[h * 64 + i], d_type).
+        todo("step 1: registers -> D via acc_row / acc_col and T.cast")
+
+    return kernel

@@ -1,0 +1,133 @@
+"""Step 4 (Hopper): TMA loads on an mbarrier, TMA store epilogue.
+
+The tensor memory accelerator (TMA) replaces the 128-thread copy: one thread describes a whole
+tile to the copy engine, which writes it into shared memory already 128B-swizzled and counts the
+bytes it delivered on an mbarrier; every thread waits on that barrier. The result goes out the
+same way: registers -> shared memory -> one TMA store. Loads and MMAs still run in lockstep.
+"""
+
+import tvm
+from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from kernel_helpers.todo import todo
+from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+
+def hgemm_v4(M, N, K):
+    """D = A @ B^T on a (M/128) x (N/128) grid of CTAs; TMA moves the tiles in and out.
+
+    Data path (per CTA, tile origin m_st = 128*bx, n_st = 128*by):
+        for each K tile k: A[m_st:+128, 64k:+64], B[n_st:+128, 64k:+64] --TMA
+        (cp.async.bulk.tensor, issued by one elected thread, completes on tma_bar)--> Asmem,
+        Bsmem (128B swizzle) --wgmma.mma_async m64n128k16 x 8--> accumulator registers;
+        after the loop: registers --cast to fp16, st.shared--> Dsmem (128B swizzle)
+        --TMA store (one thread; cp.async.bulk commit_group + wait_group)--> D[m_st:+128, n_st:+128].
+
+    Barrier protocol:
+        | barrier | arrival count | who arrives                                     | who waits         | starting phase |
+        |---------|---------------|-------------------------------------------------|-------------------|----------------|
+        | tma_bar | 1             | the elected thread (mbarrier.arrive.expect_tx,  | all 128 threads   | 0, flips every |
+        |         |               | 32 KiB), then the TMA engine's byte count       |                   | K tile         |
+        wgmma still completes through wgmma.commit_group / wait_group(0); that wait (in the
+        elected thread too) is what makes issuing the next K tile's TMA into Asmem/Bsmem safe.
+        Epilogue: every thread's st.shared to Dsmem, fence.proxy.async.shared::cta (the TMA
+        store reads through the async proxy), cta_sync, then one thread issues the store,
+        cp.async.bulk.commit_group and cp.async.bulk.wait_group(0) before the CTA exits.
+
+    Blackwell twin: the same tma_bar protocol and TMA store; the MMA is tcgen05.mma with
+    tcgen05.commit arriving on a second mbarrier (mma_bar) and the accumulator in TMEM, where
+    here wgmma.wait_group replaces mma_bar and the accumulator stays in registers.
+    """
+    a_type = tvm.DataType("float16")
+    b_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+
+    BLK_M, BLK_N, BLK_K = 128, 128, 64
+    MMA_K = 16
+    K_TILES = K // BLK_K
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
+    B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
+    D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
+    TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one K tile of A and of B, fp16
+
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), a_type),
+        B: T.Buffer((N, K), b_type),
+        D: T.Buffer((M, N), d_type),
+    ):
+        # fmt: off
+        T.device_entry()
+        bx, by = T.cta_id([M // BLK_M, N // BLK_N])
+        wg_id = T.warpgroup_id([1])
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: barrier, then the 128B-swizzled tiles on a 1024-byte boundary ----
+        pool = T.SMEMPool()
+        tma_bar = pool.alloc((1,), "uint64", align=8)
+        pool.move_base_to(1024)
+        Asmem = pool.alloc((BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((BLK_N, BLK_K), b_type, layout=B_layout)
+        Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
+        pool.commit()
+
+        # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        if warp_id == 0:
+            if lane_id == 0:
+                T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([0]), T.uint32(1))
+        T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.cuda.cta_sync()
+
+        m_st = T.meta_var(bx * BLK_M)
+        n_st = T.meta_var(by * BLK_N)
+        phase_tma: T.int32
+        phase_tma = 0
+
+        # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
+        acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
+        desc_a = T.alloc_local((1,), "uint64")
+        desc_b = T.alloc_local((1,), "uint64")
+        # the tiles never move: encode their wgmma descriptors once
+        encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
+        encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
+
+        for k in range(K_TILES):
+            k_st = T.meta_var(k * BLK_K)
+            # TODO(step 4): ONE thread arms tma_bar with the bytes to expect and issues the two TMA loads.
+            #   Hint: inside `if warp_id == 0:` / `if T.cuda.elect_sync():`
+            #   T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]), T.uint32(TMA_BYTES)), then
+            #   Tx.copy_async(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K],
+            #                 dispatch="tma_auto", mbar=tma_bar.ptr_to([0])) and the same for Bsmem / B.
+            #   (Without dispatch="tma_auto" the copy silently becomes cp.async, never arrives on
+            #   tma_bar, and the wait below hangs.)
+            todo("step 4: elected thread: mbarrier.arrive.expect_tx(tma_bar, TMA_BYTES) + 2 x Tx.copy_async(tma_auto)")
+            # TODO(step 4): every thread waits until the whole K tile has landed in shared memory.
+            #   Hint: T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma), then flip the phase:
+            #   phase_tma = phase_tma ^ 1 (the barrier completes one phase per K tile).
+            todo("step 4: all threads mbarrier_wait(tma_bar, phase_tma), then flip phase_tma")
+
+            # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(BLK_K // MMA_K):
+                wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, k * (BLK_K // MMA_K) + kk != 0)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            # the wgmmas are done reading Asmem/Bsmem: the next TMA may overwrite them
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+
+        # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
+        # TODO(step 4): stage the tile in Dsmem and store it with one TMA store.
+        #   Hint: step 3's writeback loop, but into Dsmem[acc_row(...), acc_col(...)] (no m_st/n_st);
+        #   then T.ptx.fence.proxy.async_.shared__cta() (the TMA store reads through the async
+        #   proxy) and T.cuda.cta_sync(); then one thread (`if warp_id == 0:` /
+        #   `if T.cuda.elect_sync():`) issues Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N],
+        #   Dsmem[:, :], dispatch="tma_auto"), T.ptx.cp.async_.bulk.commit_group() and
+        #   T.ptx.cp.async_.bulk.wait_group(0) (the store must finish before the CTA exits).
+        todo("step 4: registers -> Dsmem, fence.proxy.async + cta_sync, one thread TMA-stores Dsmem -> D")
+
+    return kernel

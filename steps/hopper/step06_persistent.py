@@ -1,0 +1,184 @@
+"""Step 6 (Hopper): a persistent kernel with an L2-grouped tile scheduler.
+
+The grid shrinks to one CTA per SM; each CTA loops over output tiles handed out by
+ClusterPersistentScheduler2D (CTA i takes tiles i, i + sm_count, ...), in an order that keeps
+groups of 8 tile rows together so their A and B tiles are reused from L2. Barriers are set up
+once per CTA, so their phases run on across tiles instead of restarting at 0.
+"""
+
+import tvm
+from tvm.backend.cuda.lang.tile_scheduler import ClusterPersistentScheduler2D
+from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from kernel_helpers.todo import todo
+from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+
+def hgemm_v6(M, N, K, sm_count):
+    """D = A @ B^T with sm_count persistent CTAs, each looping over 128x128 output tiles.
+
+    Data path (per CTA, per output tile (m_idx, n_idx) from the scheduler, m_st = 128*m_idx,
+    n_st = 128*n_idx): step 5's two-stage TMA -> wgmma -> registers pipeline over K, then
+    registers --st.shared--> Dsmem --TMA store--> D[m_st:+128, n_st:+128]; then the next tile.
+
+    Barrier protocol (barriers initialised once per CTA, before the tile loop):
+        | barrier    | arrival count | who arrives                                    | who waits       | starting phase    |
+        |------------|---------------|------------------------------------------------|-----------------|-------------------|
+        | tma_bar[s] | 1 (each)      | the elected thread (mbarrier.arrive.expect_tx, | all 128 threads | 0, ONCE per CTA;  |
+        | s = 0, 1   |               | 32 KiB), then the TMA engine's byte count      |                 | phase_tma[s] flips|
+        |            |               |                                                |                 | each use and      |
+        |            |               |                                                |                 | carries over from |
+        |            |               |                                                |                 | tile to tile      |
+        Resetting phase_tma to 0 at each tile is the classic bug: with an odd number of K tiles a
+        stage ends a tile at phase 1, and a wait on phase 0 would pass at once on stale data.
+        Dsmem reuse: the TMA store of tile i is committed but not waited for; before tile i+1
+        writes Dsmem, warp 0 (whichever lane issued the store) waits with
+        cp.async.bulk.wait_group.read(0) (the store has finished reading Dsmem), then cta_sync.
+        After the last tile warp 0 waits with cp.async.bulk.wait_group(0).
+
+    Blackwell twin: the same scheduler, tma_bar[s] ring and carried-over phases, plus an
+    mma_bar whose phase also carries over (tcgen05.commit, accumulator in TMEM); here
+    wgmma.wait_group needs no phase and the accumulator is in registers.
+    """
+    a_type = tvm.DataType("float16")
+    b_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+
+    BLK_M, BLK_N, BLK_K = 128, 128, 64
+    MMA_K = 16
+    K_TILES = K // BLK_K
+    PIPE_DEPTH = 2
+    PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
+    B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
+    TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one K tile of A and of B, fp16
+    RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
+
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), a_type),
+        B: T.Buffer((N, K), b_type),
+        D: T.Buffer((M, N), d_type),
+    ):
+        # fmt: off
+        T.device_entry()
+        bx = T.cta_id([sm_count])
+        wg_id = T.warpgroup_id([1])
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: barrier, then the 128B-swizzled tiles on a 1024-byte boundary ----
+        pool = T.SMEMPool()
+        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
+        pool.move_base_to(1024)
+        Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
+        Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
+        pool.commit()
+
+        # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        if warp_id == 0:
+            if lane_id == 0:
+                for s in T.unroll(PIPE_DEPTH):
+                    T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([s]), T.uint32(1))
+        T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.cuda.cta_sync()
+
+        # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
+        # TODO(step 6): create the tile scheduler, start it at this CTA's first tile, and derive
+        #   the tile origin from it.
+        #   Hint: tile_scheduler = ClusterPersistentScheduler2D("ts", num_m_tiles=M // BLK_M,
+        #   num_n_tiles=N // BLK_N, l2_group_size=8, num_clusters=sm_count);
+        #   tile_scheduler.init(bx); m_st = T.meta_var(tile_scheduler.m_idx * BLK_M) and
+        #   n_st = T.meta_var(tile_scheduler.n_idx * BLK_N) (meta_var: re-read at every use, so
+        #   they follow the scheduler from tile to tile).
+        todo("step 6: ClusterPersistentScheduler2D(...), tile_scheduler.init(bx), m_st / n_st from m_idx / n_idx")
+        # one phase bit per stage, starting at 0 ONCE: it carries over from tile to tile
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
+        for s in T.unroll(PIPE_DEPTH):
+            phase_tma[s] = 0
+
+        # ---- registers: the 128x128 fp32 accumulator (128 per thread), descriptors per stage ----
+        acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
+        desc_a = T.alloc_local((PIPE_DEPTH,), "uint64")
+        desc_b = T.alloc_local((PIPE_DEPTH,), "uint64")
+        # the stages never move: encode their wgmma descriptors once
+        for s in T.unroll(PIPE_DEPTH):
+            encode_sw128_desc(desc_a[s], Asmem.ptr_to([s, 0, 0]))
+            encode_sw128_desc(desc_b[s], Bsmem.ptr_to([s, 0, 0]))
+
+        # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
+        @T.inline
+        def tma_load(stage, k):
+            T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([stage]), T.uint32(TMA_BYTES))
+            Tx.copy_async(Asmem[stage, :, :], A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                          dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+            Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
+                          dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+
+        while tile_scheduler.valid():
+            # ---- prefetch: fill both stages before the first MMA ----
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    for s in T.unroll(PRE_NUM):
+                        tma_load(s, s)
+
+            # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
+            for ring in range(RING):
+                for s in T.unroll(PIPE_DEPTH):
+                    k = T.meta_var(ring * PIPE_DEPTH + s)
+                    if k < K_TILES:
+                        # every thread waits until K tile k has landed in stage s
+                        T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                        phase_tma[s] = phase_tma[s] ^ 1
+
+                        # ---- MMA on stage s: accumulate, except for the very first K=16 slice ----
+                        T.ptx.wgmma.fence.sync.aligned()
+                        for kk in T.unroll(BLK_K // MMA_K):
+                            wgmma_128x128x16(acc, desc_a[s], desc_b[s], kk, k * (BLK_K // MMA_K) + kk != 0)
+                        T.ptx.wgmma.commit_group.sync.aligned()
+                        # the wgmmas are done reading stage s: it may be refilled
+                        T.ptx.wgmma.wait_group.sync.aligned(0)
+
+                        # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                        if warp_id == 0:
+                            if T.cuda.elect_sync():
+                                if k + PIPE_DEPTH < K_TILES:
+                                    tma_load(s, k + PIPE_DEPTH)
+
+            # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
+            # TODO(step 6): the previous tile's TMA store may still be reading Dsmem: wait for it
+            #   before anyone overwrites Dsmem.
+            #   Hint: `if warp_id == 0:` T.ptx.cp.async_.bulk.wait_group.read(0) (bulk groups belong
+            #   to the thread that committed them; letting all of warp 0 wait covers whichever lane
+            #   elect_sync picked), then T.cuda.cta_sync() so the other warps wait too.
+            todo("step 6: warp 0 cp.async.bulk.wait_group.read(0), then cta_sync, before writing Dsmem")
+            for h in T.unroll(2):
+                for i in T.unroll(64):
+                    Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                        acc[h * 64 + i], d_type)
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
+
+            # TODO(step 6): move on to this CTA's next tile. Do NOT reset phase_tma here: the
+            #   barriers were initialised once, and their phases carry over from tile to tile.
+            #   Hint: tile_scheduler.next_tile()
+            todo("step 6: tile_scheduler.next_tile() (and leave phase_tma alone)")
+
+        # TODO(step 6): the last tile's TMA store must finish before the CTA exits.
+        #   Hint: `if warp_id == 0:` T.ptx.cp.async_.bulk.wait_group(0)
+        todo("step 6: warp 0 cp.async.bulk.wait_group(0) after the tile loop")
+
+    return kernel
