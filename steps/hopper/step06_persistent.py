@@ -99,10 +99,12 @@ def hgemm_v6(M, N, K, sm_count):
         #   n_st = T.meta_var(tile_scheduler.n_idx * BLK_N) (meta_var: re-read at every use, so
         #   they follow the scheduler from tile to tile).
         todo("step 6: ClusterPersistentScheduler2D(...), tile_scheduler.init(bx), m_st / n_st from m_idx / n_idx")
-        # one phase bit per stage, starting at 0 ONCE: it carries over from tile to tile
-        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
-        for s in T.unroll(PIPE_DEPTH):
-            phase_tma[s] = 0
+        # TODO(step 6): the per-stage phase bits, set to 0 ONCE per CTA, here, before the tile loop.
+        #   Hint: phase_tma = T.alloc_local((PIPE_DEPTH,), "int32"); for s in T.unroll(PIPE_DEPTH):
+        #   phase_tma[s] = 0. The classic bug is resetting them at the start of every tile: the
+        #   barriers are NOT re-initialised per tile, so after a tile with an odd number of K tiles
+        #   a stage's barrier sits at phase 1, and a wait on phase 0 passes at once on stale data.
+        todo("step 6: phase_tma[PIPE_DEPTH] = 0 once, before the tile loop (phases carry over)")
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), descriptors per stage ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
