@@ -94,7 +94,7 @@ def hgemm_v1(M, N, K):
         #   Bsmem / B with n_st. The MMA reads shared memory through the *async proxy*, so follow
         #   with T.ptx.fence.proxy.async_.shared__cta(), T.cuda.cta_sync() (all stores done) and
         #   T.ptx.tcgen05.fence__after_thread_sync() (order later tcgen05 ops after the sync).
-        todo("step 1: load A and B into Asmem/Bsmem, then fence + cta_sync")
+        todo("load A and B into Asmem/Bsmem, then fence + cta_sync")
 
         # TODO(step 1): issue the MMA from ONE thread and make its completion arrive on mma_bar.
         #   Hint: inside `if warp_id == 0:` / `if T.cuda.elect_sync():` call
@@ -103,13 +103,13 @@ def hgemm_v1(M, N, K):
         #   then, in the same thread,
         #   T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(mma_bar.ptr_to([0]))
         #   (the commit arrives once on mma_bar when every MMA issued before it has finished).
-        todo("step 1: one elected thread issues Tx.gemm_async + tcgen05.commit onto mma_bar")
+        todo("one elected thread issues Tx.gemm_async + tcgen05.commit onto mma_bar")
 
         # TODO(step 1): every thread waits until the accumulator in TMEM is complete.
         #   Hint: T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma); flip phase_mma
         #   (phase_mma = phase_mma ^ 1); then T.ptx.tcgen05.fence__after_thread_sync()
         #   before reading TMEM.
-        todo("step 1: wait on mma_bar (phase_mma), then tcgen05 fence::after_thread_sync")
+        todo("wait on mma_bar (phase_mma), then tcgen05 fence::after_thread_sync")
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)
@@ -121,7 +121,7 @@ def hgemm_v1(M, N, K):
         #   T.ptx.tcgen05.fence__before_thread_sync() (orders these TMEM reads before the final
         #   cta_sync, after which warp 0 frees TMEM), then Tx.cast(Dreg_f16[:], Dreg[:]), and with
         #   m_thr = T.meta_var(m_st + warp_id * 32 + lane_id) Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:]).
-        todo("step 1: TMEM -> registers (Tx.wg.copy_async + tcgen05.wait::ld) -> cast -> D")
+        todo("TMEM -> registers (Tx.wg.copy_async + tcgen05.wait::ld) -> cast -> D")
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -105,7 +105,7 @@ def hgemm_v2(M, N, K):
         #      every iteration), then T.ptx.tcgen05.fence__after_thread_sync().
         #   The wait in 3 is what makes the next iteration's copy into Asmem/Bsmem safe: the MMA
         #   reads shared memory asynchronously, until its commit arrives.
-        todo("step 2: K loop -- copy tile k, MMA with accum=(k != 0) + commit, wait mma_bar, flip phase")
+        todo("K loop -- copy tile k, MMA with accum=(k != 0) + commit, wait mma_bar, flip phase")
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)

@@ -62,7 +62,7 @@ def hgemm_v3(M, N, K):
         #   Hint: step 2 had `bx, by = T.cta_id([1, 1])`; the grid is now
         #   bx, by = T.cta_id([M // BLK_M, N // BLK_N]) (bx walks M, by walks N). Keep this line
         #   here, before T.warpgroup_id: launch dimensions are declared first.
-        todo("step 3: bx, by = T.cta_id([M // BLK_M, N // BLK_N])")
+        todo("bx, by = T.cta_id([M // BLK_M, N // BLK_N])")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -96,7 +96,7 @@ def hgemm_v3(M, N, K):
         #   Hint: m_st = T.meta_var(bx * BLK_M) and n_st = T.meta_var(by * BLK_N); the loads
         #   (A rows m_st.., B rows n_st..) and the writeback (D[m_st + row, n_st:n_st + BLK_N])
         #   below already use them.
-        todo("step 3: m_st / n_st from bx, by")
+        todo("m_st / n_st from bx, by")
         phase_mma: T.int32
         phase_mma = 0
 

@@ -115,13 +115,13 @@ def hgemm_v4(M, N, K):
             #                 dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
             #   and the same for Bsmem / B with n_st. Spell dispatch="tma_auto": without it
             #   copy_async falls back to cp.async, ignores mbar, and the wait below never ends.
-            todo("step 4: expect_tx on tma_bar + two Tx.copy_async(..., dispatch=\"tma_auto\")")
+            todo("expect_tx on tma_bar + two Tx.copy_async(..., dispatch=\"tma_auto\")")
 
             # TODO(step 4): every thread waits for the bytes on tma_bar.
             #   Hint: T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma); phase_tma = phase_tma ^ 1
             #   (tma_bar completes once per K tile); then T.ptx.tcgen05.fence__after_thread_sync().
             #   No fence.proxy.async / cta_sync here: TMA writes through the async proxy itself.
-            todo("step 4: wait on tma_bar (phase_tma), flip phase_tma")
+            todo("wait on tma_bar (phase_tma), flip phase_tma")
 
             # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits ----
             if warp_id == 0:
@@ -152,7 +152,7 @@ def hgemm_v4(M, N, K):
         #   Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :], dispatch="tma_auto"),
         #   T.ptx.cp.async_.bulk.commit_group() and T.ptx.cp.async_.bulk.wait_group(0)
         #   (the store must have read Dsmem before the CTA exits).
-        todo("step 4: registers -> Dsmem, fence.proxy.async + cta_sync, TMA store + commit/wait group")
+        todo("registers -> Dsmem, fence.proxy.async + cta_sync, TMA store + commit/wait group")
 
         # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -128,7 +128,7 @@ def hgemm_v5(M, N, K):
         #   Hint: in ONE thread (`if warp_id == 0:` / `if T.cuda.elect_sync():`),
         #   `for s in T.unroll(PRE_NUM): tma_load(s, s)` (K tile s into stage s). PRE_NUM is
         #   min(PIPE_DEPTH, K_TILES): with K = 64 there is a single K tile to load.
-        todo("step 5: prefetch K tiles 0 .. PRE_NUM-1 into stages 0 .. PRE_NUM-1")
+        todo("prefetch K tiles 0 .. PRE_NUM-1 into stages 0 .. PRE_NUM-1")
 
         # the stage loop is unrolled so that `s` (stage and phase index) is a constant
         for ring in T.serial(RING):
@@ -140,7 +140,7 @@ def hgemm_v5(M, N, K):
                     #   phase_tma[s] = phase_tma[s] ^ 1 -- each stage has its own phase bit, flipped
                     #   each time that stage is used (with an odd K_TILES the stages are used a
                     #   different number of times) -- then T.ptx.tcgen05.fence__after_thread_sync().
-                    todo("step 5: wait on tma_bar[s] with phase_tma[s], flip it")
+                    todo("wait on tma_bar[s] with phase_tma[s], flip it")
 
                     # ---- MMA on stage s: one thread issues 4 x tcgen05.mma, then commits ----
                     if warp_id == 0:
@@ -159,7 +159,7 @@ def hgemm_v5(M, N, K):
                     #   Hint: in ONE thread (warp 0, T.cuda.elect_sync()):
                     #   `if k + PIPE_DEPTH < K_TILES: tma_load(s, k + PIPE_DEPTH)`. This must come
                     #   after the mma_bar wait above: until then the MMA may still be reading stage s.
-                    todo("step 5: refill stage s with K tile k + PIPE_DEPTH after the MMA released it")
+                    todo("refill stage s with K tile k + PIPE_DEPTH after the MMA released it")
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)

@@ -85,7 +85,7 @@ def hgemm_v6(M, N, K, sm_count):
         T.device_entry()
         # TODO(step 6): launch one CTA per SM instead of one per output tile.
         #   Hint: bx = T.cta_id([sm_count]) (sm_count is hgemm_v6's argument: 148 on a B200).
-        todo("step 6: bx = T.cta_id([sm_count])")
+        todo("bx = T.cta_id([sm_count])")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -129,7 +129,7 @@ def hgemm_v6(M, N, K, sm_count):
         #   (meta_var: m_st / n_st are re-evaluated wherever they are used, so they follow the
         #   scheduler as it moves to the next tile). The `while tile_scheduler.valid():` loop
         #   below already walks the tiles; you advance it at the end of its body.
-        todo("step 6: ClusterPersistentScheduler2D + init(bx) + m_st / n_st from m_idx / n_idx")
+        todo("ClusterPersistentScheduler2D + init(bx) + m_st / n_st from m_idx / n_idx")
         # NOTE(step 6): the phases below start at 0 ONCE per CTA and CARRY OVER from tile to
         #   tile: never reset them inside the tile loop. With an odd number of K tiles a barrier
         #   ends a tile at phase 1; a wait on phase 0 would then pass at once, on stale data.
@@ -196,7 +196,7 @@ def hgemm_v6(M, N, K, sm_count):
             #   Hint: `if warp_id == 0: T.ptx.cp.async_.bulk.wait_group.read(0)` (the whole warp:
             #   the bulk group belongs to whichever lane elect_sync picked), then T.cuda.cta_sync()
             #   so no thread writes Dsmem before that wait has returned.
-            todo("step 6: warp 0 cp.async.bulk.wait_group.read(0) + cta_sync before rewriting Dsmem")
+            todo("warp 0 cp.async.bulk.wait_group.read(0) + cta_sync before rewriting Dsmem")
             Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
             # the TMA store reads Dsmem through the async proxy: fence, then sync
             T.ptx.fence.proxy.async_.shared__cta()
@@ -209,12 +209,12 @@ def hgemm_v6(M, N, K, sm_count):
 
             # TODO(step 6): move on to this CTA's next tile.
             #   Hint: tile_scheduler.next_tile() (adds sm_count to the linear tile index).
-            todo("step 6: tile_scheduler.next_tile()")
+            todo("tile_scheduler.next_tile()")
 
         # ---- teardown: the last TMA store is done, then warp 0 frees TMEM ----
         # TODO(step 6): the last tile's store was committed but never waited for.
         #   Hint: `if warp_id == 0: T.ptx.cp.async_.bulk.wait_group(0)` before the final cta_sync.
-        todo("step 6: warp 0 cp.async.bulk.wait_group(0) after the tile loop")
+        todo("warp 0 cp.async.bulk.wait_group(0) after the tile loop")
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on
