@@ -76,7 +76,7 @@ def grade_step(config: Config, spec: StepSpec) -> StepResult:
         artifacts = build.build(factory, spec, static_shape, config.arch, config.sm_count)
     except build.StepNotImplemented as err:
         result.build = "not implemented"
-        result.problems.append(f"not implemented yet (fill the TODOs in {result.file}): {err}")
+        result.problems.append(f"not implemented yet (fill the TODOs in {result.file})\n  first open TODO: {err}")
         return result
     except build.BuildFailed as err:
         result.build = "failed"
