@@ -96,7 +96,7 @@ STEPS: dict[int, StepSpec] = {
 # sm_100a / sm_103a: half of the public B200 figures in docs/blackwell-expected-speed.md; no
 # Blackwell GPU has run this course's kernels, so these floors are estimates, not measurements.
 SPEED_FLOORS: dict[str, dict[int, float]] = {
-    "sm_90a": {1: 0.0005, 2: 0.0005, 3: 0.005, 4: 0.1, 5: 0.15, 6: 0.15},
+    "sm_90a": {1: 0.0005, 2: 0.0005, 3: 0.12, 4: 0.35, 5: 0.4, 6: 0.28},
     "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2},
     "sm_103a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2},
 }
