@@ -92,11 +92,12 @@ STEPS: dict[int, StepSpec] = {
 # Pass rule without a reference solution to compare with: the step's speed must reach this share
 # of cuBLAS (same run, same inputs) at every timing shape. Steps 1-3 are slow by design (one CTA,
 # or synchronous loads), so their floors only catch kernels that are broken in a new way.
-# sm_90a: half of what the reference solutions measured on an H100 (see docs/measurements.md).
+# sm_90a: about half of the lowest share the reference solutions measured on an H100
+# (docs/measurements.md); step 1 is one tiny launch, where cuBLAS is launch-bound too.
 # sm_100a / sm_103a: half of the public B200 figures in docs/blackwell-expected-speed.md; no
 # Blackwell GPU has run this course's kernels, so these floors are estimates, not measurements.
 SPEED_FLOORS: dict[str, dict[int, float]] = {
-    "sm_90a": {1: 0.0005, 2: 0.0005, 3: 0.12, 4: 0.35, 5: 0.4, 6: 0.28},
+    "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.28},
     "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2},
     "sm_103a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2},
 }

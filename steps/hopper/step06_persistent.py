@@ -4,6 +4,11 @@ The grid shrinks to one CTA per SM; each CTA loops over output tiles handed out 
 ClusterPersistentScheduler2D (CTA i takes tiles i, i + sm_count, ...), in an order that keeps
 groups of 8 tile rows together so their A and B tiles are reused from L2. Barriers are set up
 once per CTA, so their phases run on across tiles instead of restarting at 0.
+
+Expect this step to be slower than step 5 on an H100 (430 against 660 TFLOP/s at 4096^3, measured
+in one run: docs/measurements.md). Step 5 fits two CTAs on each SM, and while one waits for its
+TMA loads the other computes; here one CTA per SM with two stages waits for each K tile's load
+itself. Persistence pays off once a second role can load while the MMA computes: steps 7 and 8.
 """
 
 import tvm
