@@ -130,18 +130,26 @@ def _child(request: GpuRequest, result_path: Path) -> None:
 
     for shape in request.timing_shapes:
         save(f"timing at {format_shape(shape)}")
-        a, b = random_inputs(shape, request.seed)
-        candidates = {"kernel": compiled(request.impl_dir, shape)}
+        kernels = {"kernel": compiled(request.impl_dir, shape)}
         if request.reference_dir:
-            candidates["reference"] = compiled(request.reference_dir, shape)
-        calls = {}
-        for name, module in candidates.items():
-            d = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
-            calls[name] = lambda module=module, d=d: module(a, b, d)
-        d_cublas = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
-        calls["cublas"] = lambda: torch.matmul(a, b.T, out=d_cublas)
+            kernels["reference"] = compiled(request.reference_dir, shape)
+        calls = _timed_calls(kernels, *random_inputs(shape, request.seed))
         result.timing.append({"shape": shape, "ms": timing.median_ms_interleaved(calls)})
     save("done")
+
+
+def _timed_calls(kernels: dict, a, b) -> dict:
+    """One call per implementation on the same inputs, each writing its own output; cuBLAS last."""
+    import torch
+
+    def call(kernel):
+        d = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float16, device="cuda")
+        return lambda: kernel(a, b, d)
+
+    d_cublas = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float16, device="cuda")
+    return {name: call(kernel) for name, kernel in kernels.items()} | {
+        "cublas": lambda: torch.matmul(a, b.T, out=d_cublas)
+    }
 
 
 def random_inputs(shape: Shape, seed: int):
