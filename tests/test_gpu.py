@@ -114,3 +114,13 @@ def test_a_correct_but_slow_kernel_fails_the_speed_rule(tmp_path):
     _judge_speed(result, outcome, _config(tree), spec)
     assert result.speed == "failed"
     assert "the reference solution's time" in result.problems[0]
+
+
+def test_an_illegal_address_fails_its_step_only(tmp_path):
+    tree = _broken(tmp_path, 3, r"n_st = T\.meta_var\(by \* BLK_N\)", "n_st = T.meta_var(by * BLK_N + (1 << 29))")
+    config = _config(tree, shapes=((256, 384, 192),))
+    crashed = grade_step(config, STEPS[3])
+    assert crashed.correctness == "failed"
+    assert any("illegal" in p and "an access past a buffer" in p for p in crashed.problems), crashed.problems
+    after = grade_step(_config(REPO / "solutions", impl="solutions", shapes=((256, 384, 192),)), STEPS[3])
+    assert after.correctness == "passed", after.problems
