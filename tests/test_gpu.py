@@ -116,11 +116,19 @@ def test_a_correct_but_slow_kernel_fails_the_speed_rule(tmp_path):
     assert "the reference solution's time" in result.problems[0]
 
 
+# Writebacks that land far past D: 512 MiB on Hopper (D stored element by element), 3 GiB on Blackwell
+# (rows 2^22 past the tile). The Blackwell mutation is built and checked for sm_100a only.
+PAST_THE_END = {
+    "hopper": (r"n_st \+ acc_col\(lane_id, i\)\]", "n_st + (1 << 28) + acc_col(lane_id, i)]"),
+    "blackwell": (r"Tx\.copy\(D\[m_thr, ", "Tx.copy(D[m_thr + (1 << 22), "),
+}
+
+
 def test_an_illegal_address_fails_its_step_only(tmp_path):
-    tree = _broken(tmp_path, 3, r"n_st = T\.meta_var\(by \* BLK_N\)", "n_st = T.meta_var(by * BLK_N + (1 << 29))")
+    tree = _broken(tmp_path, 3, *PAST_THE_END[_track()])
     config = _config(tree, shapes=((256, 384, 192),))
     crashed = grade_step(config, STEPS[3])
-    assert crashed.correctness == "failed"
+    assert crashed.correctness == "failed", crashed.problems
     assert any("illegal" in p and "an access past a buffer" in p for p in crashed.problems), crashed.problems
     after = grade_step(_config(REPO / "solutions", impl="solutions", shapes=((256, 384, 192),)), STEPS[3])
     assert after.correctness == "passed", after.problems
