@@ -60,7 +60,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
     if args.impl not in ("steps", "solutions"):
         raise UsageError(f"--impl must be steps or solutions, not {args.impl!r}")
-    gpu_name, gpu_arch, sm_count = _detect_gpu()
+    gpu_name, gpu_arch, sm_count = detect_gpu()
     arch, track = resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
     steps = select_steps(args.step, REPO_ROOT / args.impl / track)
     shapes = tuple(parse_shape(text) for text in args.shape) or None
@@ -84,7 +84,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
     return config, steps
 
 
-def _detect_gpu() -> tuple[str | None, str | None, int]:
+def detect_gpu() -> tuple[str | None, str | None, int]:
     """(name, arch it runs or None if the course has no track for it, SM count); no GPU: (None, None, 0)."""
     import torch
 

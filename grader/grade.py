@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import build, features, gpu
-from grader.steps import MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, Shape, StepSpec, format_shape
+from grader.steps import MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, Shape, StepSpec, format_shape, static_check_shape
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def grade_step(config: Config, spec: StepSpec) -> StepResult:
     path = build.step_file(config.impl_dir, config.track, spec)
     result = StepResult(step=spec.number, file=str(path.relative_to(config.impl_dir.parent)))
     shapes = config.shapes or spec.correctness_shapes
-    static_shape = max(shapes, key=lambda s: s[0] * s[1] * s[2])  # the most work: grid and loop checks bite here
+    static_shape = static_check_shape(shapes)
 
     try:
         factory = build.kernel_factory(config.impl_dir, config.track, spec)

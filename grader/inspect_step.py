@@ -12,7 +12,7 @@ import sys
 from grader import build, features
 from grader.build import REPO_ROOT
 from grader.cli import UsageError, resolve_arch_and_track, select_steps
-from grader.steps import DEFAULT_SM_COUNT, format_shape
+from grader.steps import DEFAULT_SM_COUNT, format_shape, static_check_shape
 
 # Instruction families worth counting in the SASS, so a reader sees what the hardware will execute.
 SASS_FAMILIES = ("UTCHMMA", "UTCBAR", "LDTM", "HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "LDG", "STG", "BAR.SYNC")
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"inspect: {err}", file=sys.stderr)
         return 2
 
-    shape = max(spec.correctness_shapes, key=lambda s: s[0] * s[1])
+    shape = static_check_shape(spec.correctness_shapes)
     sm_count = DEFAULT_SM_COUNT[arch]
     try:
         factory = build.kernel_factory(REPO_ROOT / args.impl, track, spec)

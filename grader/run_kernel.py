@@ -12,7 +12,7 @@ import torch
 
 from grader import build, diagnosis
 from grader.build import REPO_ROOT
-from grader.cli import ARCH_OF_CAPABILITY, UsageError, parse_shape, select_steps
+from grader.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
 from grader.gpu import random_inputs
 from grader.steps import format_shape
 
@@ -24,22 +24,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", help="MxNxK (default: the step's second correctness shape, a few tiles)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("run_kernel: needs a GPU", file=sys.stderr)
-        return 2
-    arch = ARCH_OF_CAPABILITY.get(torch.cuda.get_device_capability(0))
-    track = "hopper" if arch == "sm_90a" else "blackwell"
+    gpu_name, gpu_arch, sm_count = detect_gpu()
     try:
+        if gpu_arch is None:
+            raise UsageError("needs a Hopper or Blackwell GPU")
+        arch, track = resolve_arch_and_track("auto", "auto", gpu_name, gpu_arch)
         (spec,) = select_steps(args.step, REPO_ROOT / args.impl / track)
         shape = parse_shape(args.shape) if args.shape else spec.correctness_shapes[min(1, len(spec.correctness_shapes) - 1)]
-        if arch is None or spec.shapes.violation(shape):
-            raise UsageError(f"cannot run step {spec.number} at {format_shape(shape)} on this GPU")
+        if spec.shapes.violation(shape):
+            raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
     except UsageError as err:
         print(f"run_kernel: {err}", file=sys.stderr)
         return 2
 
     factory = build.kernel_factory(REPO_ROOT / args.impl, track, spec)
-    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     kernel = build.compile_module(build.make_prim_func(factory, spec, shape, sm_count), arch)
     a, b = random_inputs(shape, args.seed)
     d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")

@@ -107,5 +107,10 @@ SPEED_FLOORS: dict[str, dict[int, float]] = {
 MAX_SLOWDOWN_VS_REFERENCE = 1.3
 
 
+def static_check_shape(shapes: tuple[Shape, ...]) -> Shape:
+    """The shape with the most work: there grid, stage and loop checks cannot pass by accident."""
+    return max(shapes, key=lambda s: s[0] * s[1] * s[2])
+
+
 def format_shape(shape: Shape) -> str:
     return "x".join(map(str, shape))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from grader import build, cli
-from grader.steps import DEFAULT_SM_COUNT, STEPS
+from grader.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape
 
 REPO = Path(__file__).resolve().parent.parent
 TRACK_ARCH = {"blackwell": "sm_100a", "hopper": "sm_90a"}
@@ -15,11 +15,7 @@ TRACK_ARCH = {"blackwell": "sm_100a", "hopper": "sm_90a"}
 
 def gpu_arch() -> str | None:
     """The arch of a GPU here that can run the course's kernels, else None."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    return cli.ARCH_OF_CAPABILITY.get(torch.cuda.get_device_capability(0))
+    return cli.detect_gpu()[1]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -43,6 +39,6 @@ def present_steps(tree: str) -> list[tuple[str, int]]:
 def build_step(tree: Path, track: str, number: int, shape=None, arch=None) -> build.Artifacts:
     spec = STEPS[number]
     arch = arch or TRACK_ARCH[track]
-    shape = shape or max(spec.correctness_shapes, key=lambda s: s[0] * s[1])
+    shape = shape or static_check_shape(spec.correctness_shapes)
     factory = build.kernel_factory(tree, track, spec)
     return build.build(factory, spec, shape, arch, DEFAULT_SM_COUNT[arch])

@@ -42,7 +42,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
 
 
 def test_arch_the_present_gpu_cannot_run_is_refused(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_detect_gpu", lambda: ("NVIDIA H100 80GB HBM3", "sm_90a", 132))
+    monkeypatch.setattr(cli, "detect_gpu", lambda: ("NVIDIA H100 80GB HBM3", "sm_90a", 132))
     status, _, err = _run(capsys, "--arch", "sm_100a", "--step", "1")
     assert status == 2
     assert "runs sm_90a kernels, not sm_100a" in err
@@ -56,7 +56,7 @@ def test_gpu_picks_its_track():
 
 @pytest.mark.parametrize("track,step", present_steps("steps"))
 def test_untouched_skeleton_says_not_implemented(capsys, monkeypatch, tmp_path, track, step):
-    monkeypatch.setattr(cli, "_detect_gpu", lambda: (None, None, 0))
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (None, None, 0))
     status, out, _ = _run(capsys, "--step", str(step), "--track", track, "--json", str(tmp_path / "r.json"))
     assert status == 1
     file = f"steps/{track}/step{step:02d}_"
@@ -65,7 +65,7 @@ def test_untouched_skeleton_says_not_implemented(capsys, monkeypatch, tmp_path, 
 
 
 def test_cpu_grade_of_a_solution_builds_checks_and_skips_the_gpu(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(cli, "_detect_gpu", lambda: (None, None, 0))
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (None, None, 0))
     report = tmp_path / "report.json"
     status, out, _ = _run(capsys, "--step", "1", "--impl", "solutions", "--track", "hopper", "--json", str(report))
     assert status == 0
@@ -75,7 +75,7 @@ def test_cpu_grade_of_a_solution_builds_checks_and_skips_the_gpu(capsys, monkeyp
 
 
 def test_grading_never_writes_into_the_course_trees(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(cli, "_detect_gpu", lambda: (None, None, 0))
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (None, None, 0))
     before = {p: p.stat().st_mtime_ns for tree in ("steps", "solutions") for p in (REPO / tree).rglob("*.py")}
     _run(capsys, "--step", "1", "--impl", "solutions", "--track", "hopper", "--json", str(tmp_path / "r.json"))
     after = {p: p.stat().st_mtime_ns for tree in ("steps", "solutions") for p in (REPO / tree).rglob("*.py")}
