@@ -62,7 +62,7 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
         raise UsageError(f"--impl must be steps or solutions, not {args.impl!r}")
     gpu_name, gpu_arch, sm_count = detect_gpu()
     arch, track = resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
-    steps = select_steps(args.step, REPO_ROOT / args.impl / track)
+    steps = select_steps(args.step, track, REPO_ROOT / args.impl / track)
     shapes = tuple(parse_shape(text) for text in args.shape) or None
     for spec in steps:
         for shape in shapes or ():
@@ -117,17 +117,18 @@ def resolve_arch_and_track(arch: str, track: str, gpu_name: str | None, gpu_arch
     return arch, track_of_arch
 
 
-def select_steps(text: str, track_dir: Path) -> list:
+def select_steps(text: str, track: str, track_dir: Path) -> list:
+    specs = STEPS[track]
     if text == "all":
-        present = [spec for spec in STEPS.values() if (track_dir / spec.file_name).exists()]
+        present = [spec for spec in specs.values() if (track_dir / spec.file_name).exists()]
         if not present:
             raise UsageError(f"no step files in {track_dir}")
         return present
     if not text.isdigit() or not 1 <= int(text) <= 10:
         raise UsageError(f"--step must be a number from 1 to 10 or 'all', not {text!r}")
-    if int(text) not in STEPS:
-        raise UsageError(f"step {text} is not part of the course yet (steps {min(STEPS)}-{max(STEPS)} are)")
-    return [STEPS[int(text)]]
+    if int(text) not in specs:
+        raise UsageError(f"step {text} is not part of the course yet (steps {min(specs)}-{max(specs)} are)")
+    return [specs[int(text)]]
 
 
 def parse_shape(text: str) -> Shape:

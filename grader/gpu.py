@@ -103,7 +103,7 @@ def _child(request: GpuRequest, result_path: Path) -> None:
     from grader import build, diagnosis, timing
     from grader.steps import STEPS
 
-    spec = STEPS[request.step]
+    spec = STEPS[request.track][request.step]
     result = GpuResult(device=torch.cuda.get_device_name())
 
     def save(running: str) -> None:

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.step == "all":
             raise UsageError("inspect shows one step at a time: give STEP=1..10")
         arch, track = resolve_arch_and_track(args.arch, args.track, None, None)
-        (spec,) = select_steps(args.step, REPO_ROOT / args.impl / track)
+        (spec,) = select_steps(args.step, track, REPO_ROOT / args.impl / track)
     except UsageError as err:
         print(f"inspect: {err}", file=sys.stderr)
         return 2

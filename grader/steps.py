@@ -63,30 +63,68 @@ _PERSISTENT_SHAPES = (
 )
 _SQUARE_TIMING = ((2048, 2048, 2048), (4096, 4096, 4096))
 
-STEPS: dict[int, StepSpec] = {
-    spec.number: spec
-    for spec in (
-        StepSpec(
-            1,
-            "single_tile",
-            ShapeRule(TILE_128, fixed_m=128, fixed_n=128, fixed_k=64),
-            correctness_shapes=((128, 128, 64),),
-            timing_shapes=((128, 128, 64),),
-        ),
-        StepSpec(
-            2,
-            "k_loop",
-            ShapeRule(TILE_128, fixed_m=128, fixed_n=128),
-            correctness_shapes=((128, 128, 64), (128, 128, 192), (128, 128, 1024), (128, 128, 4096)),
-            timing_shapes=((128, 128, 4096),),
-        ),
-        StepSpec(3, "spatial_tiling", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
-        StepSpec(4, "tma", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
-        StepSpec(5, "software_pipeline", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
-        StepSpec(
-            6, "persistent", ShapeRule(TILE_128), _PERSISTENT_SHAPES, _SQUARE_TIMING, takes_sm_count=True
-        ),
+
+def _cluster_shapes(tile_m: int, tile_n: int) -> tuple[Shape, ...]:
+    """Correctness shapes for a step whose unit of work is a tile_m x tile_n cluster tile: one tile
+    with one K tile; a few tiles, non-square, with 3 K tiles; a square grid; and more tiles than
+    clusters on any current GPU, with a ragged last wave and 9 K tiles."""
+    return (
+        (tile_m, tile_n, 64),
+        (2 * tile_m, 3 * tile_n, 192),
+        (2048, 2048, 1024),
+        (4096, 11 * tile_n, 576),
     )
+
+
+_COMMON: tuple[StepSpec, ...] = (
+    StepSpec(
+        1,
+        "single_tile",
+        ShapeRule(TILE_128, fixed_m=128, fixed_n=128, fixed_k=64),
+        correctness_shapes=((128, 128, 64),),
+        timing_shapes=((128, 128, 64),),
+    ),
+    StepSpec(
+        2,
+        "k_loop",
+        ShapeRule(TILE_128, fixed_m=128, fixed_n=128),
+        correctness_shapes=((128, 128, 64), (128, 128, 192), (128, 128, 1024), (128, 128, 4096)),
+        timing_shapes=((128, 128, 4096),),
+    ),
+    StepSpec(3, "spatial_tiling", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
+    StepSpec(4, "tma", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
+    StepSpec(5, "software_pipeline", ShapeRule(TILE_128), _TILED_SHAPES, _SQUARE_TIMING),
+    StepSpec(6, "persistent", ShapeRule(TILE_128), _PERSISTENT_SHAPES, _SQUARE_TIMING, takes_sm_count=True),
+    StepSpec(
+        7, "warp_specialization", ShapeRule(TILE_128), _PERSISTENT_SHAPES, _SQUARE_TIMING, takes_sm_count=True
+    ),
+    StepSpec(8, "deeper_pipeline", ShapeRule(TILE_128), _PERSISTENT_SHAPES, _SQUARE_TIMING, takes_sm_count=True),
+)
+
+
+def _cluster_step(number: int, topic: str, tile_m: int, tile_n: int) -> StepSpec:
+    return StepSpec(
+        number,
+        topic,
+        ShapeRule((tile_m, tile_n, 64)),
+        _cluster_shapes(tile_m, tile_n),
+        _SQUARE_TIMING,
+        takes_sm_count=True,
+    )
+
+
+# From step 9 on, the unit of work is a cluster tile, and its size is the track's design:
+# Blackwell: a CTA pair computes 256x256 (cta_group=2), and 512x256 with two MMA consumers.
+# Hopper: a CTA pair along M shares (multicasts) B: 256x128, then 256x256 with 128x256 CTA tiles.
+STEPS: dict[str, dict[int, StepSpec]] = {
+    "blackwell": {
+        spec.number: spec
+        for spec in _COMMON + (_cluster_step(9, "cluster", 256, 256), _cluster_step(10, "two_consumers", 512, 256))
+    },
+    "hopper": {
+        spec.number: spec
+        for spec in _COMMON + (_cluster_step(9, "cluster", 256, 128), _cluster_step(10, "two_consumers", 256, 256))
+    },
 }
 
 # Pass rule without a reference solution to compare with: the step's speed must reach this share

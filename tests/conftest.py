@@ -31,13 +31,13 @@ def present_steps(tree: str) -> list[tuple[str, int]]:
     return [
         (track, number)
         for track in TRACK_ARCH
-        for number, spec in STEPS.items()
+        for number, spec in STEPS[track].items()
         if (REPO / tree / track / spec.file_name).exists()
     ]
 
 
 def build_step(tree: Path, track: str, number: int, shape=None, arch=None) -> build.Artifacts:
-    spec = STEPS[number]
+    spec = STEPS[track][number]
     arch = arch or TRACK_ARCH[track]
     shape = shape or static_check_shape(spec.correctness_shapes)
     factory = build.kernel_factory(tree, track, spec)

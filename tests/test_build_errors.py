@@ -16,17 +16,17 @@ from grader.steps import STEPS
 def _tree_with(tmp_path: Path, source: str) -> Path:
     folder = tmp_path / "hopper"
     folder.mkdir()
-    (folder / STEPS[1].file_name).write_text(source)
+    (folder / STEPS["hopper"][1].file_name).write_text(source)
     return tmp_path
 
 
 def _grade(tree: Path):
     config = Config("steps", tree, REPO / "solutions", "hopper", "sm_90a", None, 132, 0, 60.0, None)
-    return grade_step(config, STEPS[1])
+    return grade_step(config, STEPS["hopper"][1])
 
 
 def _solution() -> str:
-    return (REPO / "solutions" / "hopper" / STEPS[1].file_name).read_text()
+    return (REPO / "solutions" / "hopper" / STEPS["hopper"][1].file_name).read_text()
 
 
 def test_a_tirx_error_names_the_line_and_the_op(tmp_path):
@@ -53,7 +53,7 @@ def test_a_file_without_the_step_function_says_so(tmp_path):
 
 
 def test_ptxas_rejecting_the_arch_is_reported():
-    spec = STEPS[1]
+    spec = STEPS["hopper"][1]
     factory = build.kernel_factory(REPO / "solutions", "hopper", spec)
     with pytest.raises(build.BuildFailed, match="(nvcc|ptxas) failed") as failure:
         build.build(factory, spec, (128, 128, 64), "sm_100a", 148)

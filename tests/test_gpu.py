@@ -42,13 +42,13 @@ def _config(impl_dir: Path, impl: str = "steps", timeout_s: float = 180.0, shape
 
 
 def _solution(step: int) -> str:
-    return (REPO / "solutions" / _track() / STEPS[step].file_name).read_text()
+    return (REPO / "solutions" / _track() / STEPS[_track()][step].file_name).read_text()
 
 
 def _write(tree: Path, step: int, source: str) -> Path:
     folder = tree / _track()
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / STEPS[step].file_name).write_text(source)
+    (folder / STEPS[_track()][step].file_name).write_text(source)
     return tree
 
 
@@ -60,12 +60,12 @@ def _broken(tree: Path, step: int, pattern: str, replacement: str) -> Path:
 
 
 def _present_solutions() -> list[int]:
-    return [n for n, spec in STEPS.items() if (REPO / "solutions" / _track() / spec.file_name).exists()]
+    return [n for n, spec in STEPS[_track()].items() if (REPO / "solutions" / _track() / spec.file_name).exists()]
 
 
 @pytest.mark.parametrize("step", _present_solutions())
 def test_reference_solution_is_correct_and_fast_enough(step):
-    result = grade_step(_config(REPO / "solutions", impl="solutions"), STEPS[step])
+    result = grade_step(_config(REPO / "solutions", impl="solutions"), STEPS[_track()][step])
     assert (result.build, result.features, result.correctness, result.speed) == (
         "passed",
         "passed",
@@ -76,7 +76,7 @@ def test_reference_solution_is_correct_and_fast_enough(step):
 
 def test_a_kernel_that_skips_the_last_k_tile_fails(tmp_path):
     tree = _broken(tmp_path, 2, r"range\(K_TILES\)", "range(K_TILES - 1)")
-    result = grade_step(_config(tree), STEPS[2])
+    result = grade_step(_config(tree), STEPS[_track()][2])
     assert result.correctness == "failed"
     assert "wrong result at 128x128x64" in result.problems[0]
 
@@ -94,17 +94,17 @@ def test_a_deadlocked_kernel_is_reported_and_grading_goes_on(tmp_path):
     tree = _broken(tmp_path, 4, r"(mbarrier\.init\.shared\.b64\(tma_bar[^,]*, T\.uint32\()1\)", r"\g<1>2)")
     _write(tree, 3, _solution(3))
     config = _config(tree, timeout_s=30.0, shapes=((256, 384, 192),))
-    hung = grade_step(config, STEPS[4])
+    hung = grade_step(config, STEPS[_track()][4])
     assert hung.correctness == "failed"
     assert any("did not finish in 30 s" in p or "deadlock" in p for p in hung.problems), hung.problems
-    after = grade_step(config, STEPS[3])
+    after = grade_step(config, STEPS[_track()][3])
     assert after.correctness == "passed", after.problems
 
 
 def test_a_correct_but_slow_kernel_fails_the_speed_rule(tmp_path):
     # step 3's kernel (synchronous loads) handed in as step 5, timed against step 5's reference
     tree = _write(tmp_path, 5, _solution(3).replace("def hgemm_v3(", "def hgemm_v5("))
-    spec = dataclasses.replace(STEPS[5], timing_shapes=((2048, 2048, 2048),))
+    spec = dataclasses.replace(STEPS[_track()][5], timing_shapes=((2048, 2048, 2048),))
     request = gpu.GpuRequest(
         str(tree), str(REPO / "solutions"), _track(), 5, gpu_arch(), 132, 9, [(256, 384, 192)], [(2048, 2048, 2048)]
     )
@@ -127,8 +127,8 @@ PAST_THE_END = {
 def test_an_illegal_address_fails_its_step_only(tmp_path):
     tree = _broken(tmp_path, 3, *PAST_THE_END[_track()])
     config = _config(tree, shapes=((256, 384, 192),))
-    crashed = grade_step(config, STEPS[3])
+    crashed = grade_step(config, STEPS[_track()][3])
     assert crashed.correctness == "failed", crashed.problems
     assert any("illegal" in p and "an access past a buffer" in p for p in crashed.problems), crashed.problems
-    after = grade_step(_config(REPO / "solutions", impl="solutions", shapes=((256, 384, 192),)), STEPS[3])
+    after = grade_step(_config(REPO / "solutions", impl="solutions", shapes=((256, 384, 192),)), STEPS[_track()][3])
     assert after.correctness == "passed", after.problems

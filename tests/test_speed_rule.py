@@ -16,7 +16,7 @@ def _config() -> Config:
 
 
 def _judge(step: int, kernel_ms: float, cublas_ms: float, reference_ms: float | None) -> StepResult:
-    spec = STEPS[step]
+    spec = STEPS["hopper"][step]
     ms = {"kernel": kernel_ms, "cublas": cublas_ms} | ({"reference": reference_ms} if reference_ms else {})
     result = StepResult(step=step, file="f")
     _judge_speed(result, gpu.GpuResult(timing=[{"shape": s, "ms": ms} for s in spec.timing_shapes]), _config(), spec)
@@ -42,6 +42,6 @@ def test_share_of_cublas_without_a_reference(margin, verdict):
 
 def test_incomplete_timing_fails():
     result = StepResult(step=4, file="f")
-    _judge_speed(result, gpu.GpuResult(error="failed while timing at 4096x4096x4096: boom"), _config(), STEPS[4])
+    _judge_speed(result, gpu.GpuResult(error="failed while timing at 4096x4096x4096: boom"), _config(), STEPS["hopper"][4])
     assert result.speed == "failed"
     assert "boom" in result.problems[0]

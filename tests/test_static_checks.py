@@ -14,15 +14,15 @@ def _failed(track: str, step: int, artifacts, shape, arch) -> set[str]:
     return {check.name for check in features.run_checks(track, step, artifacts, launch) if not check.passed}
 
 
-def _largest(step: int):
-    return static_check_shape(STEPS[step].correctness_shapes)
+def _largest(track: str, step: int):
+    return static_check_shape(STEPS[track][step].correctness_shapes)
 
 
 @pytest.mark.parametrize("track,step", present_steps("solutions"))
 def test_solution_builds_and_shows_its_features(track, step):
     arch = TRACK_ARCH[track]
     artifacts = build_step(REPO / "solutions", track, step)
-    assert _failed(track, step, artifacts, _largest(step), arch) == set()
+    assert _failed(track, step, artifacts, _largest(track, step), arch) == set()
 
 
 @pytest.mark.parametrize("track,step", present_steps("steps"))
@@ -32,7 +32,7 @@ def test_untouched_skeleton_is_not_implemented(track, step):
 
 
 def _need(track: str, *steps: int) -> None:
-    missing = [s for s in steps if not (REPO / "solutions" / track / STEPS[s].file_name).exists()]
+    missing = [s for s in steps if not (REPO / "solutions" / track / STEPS[track][s].file_name).exists()]
     if missing:
         pytest.skip(f"solutions/{track} lacks steps {missing}")
 
@@ -41,14 +41,14 @@ def _need(track: str, *steps: int) -> None:
 def test_blackwell_mma_checks_reject_a_hopper_kernel(step):
     _need("hopper", step)
     artifacts = build_step(REPO / "solutions", "hopper", step)
-    failed = _failed("blackwell", step, artifacts, _largest(step), "sm_100a")
+    failed = _failed("blackwell", step, artifacts, _largest("blackwell", step), "sm_100a")
     assert {features.TCGEN05_MMA.name, features.TCGEN05_COMMIT.name, features.TMEM_LOAD.name} <= failed
 
 
 def test_wgmma_check_rejects_a_blackwell_kernel():
     _need("blackwell", 1)
     artifacts = build_step(REPO / "solutions", "blackwell", 1)
-    assert features.WGMMA.name in _failed("hopper", 1, artifacts, _largest(1), "sm_90a")
+    assert features.WGMMA.name in _failed("hopper", 1, artifacts, _largest("hopper", 1), "sm_90a")
 
 
 # Submitting step N-1's kernel as step N must fail exactly the features step N adds.
@@ -63,7 +63,7 @@ NEW_FEATURES = {
 @pytest.mark.parametrize("step", sorted(NEW_FEATURES))
 def test_previous_step_kernel_lacks_this_steps_features(track, step):
     _need(track, step - 1, step)
-    shape = _largest(step)
+    shape = _largest(track, step)
     artifacts = build_step(REPO / "solutions", track, step - 1, shape=shape)
     assert _failed(track, step, artifacts, shape, TRACK_ARCH[track]) == NEW_FEATURES[step]
 
@@ -71,6 +71,6 @@ def test_previous_step_kernel_lacks_this_steps_features(track, step):
 @pytest.mark.parametrize("track", list(TRACK_ARCH))
 def test_grid_check_rejects_a_persistent_kernel_as_one_cta_per_tile(track):
     _need(track, 6)
-    shape = _largest(6)
+    shape = _largest(track, 6)
     artifacts = build_step(REPO / "solutions", track, 6, shape=shape)
     assert features.GRID_TILES.name in _failed(track, 3, artifacts, shape, TRACK_ARCH[track])
