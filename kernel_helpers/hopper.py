@@ -7,6 +7,8 @@ issues the raw PTX instruction ``wgmma.mma_async`` itself. The repetitive parts 
   fp16 tile in shared memory (the layout ``mma_shared_layout(..., SWIZZLE_128B_ATOM, ...)`` gives).
 * ``wgmma_128x128x16``: one K=16 slice of a 128x128 output tile, issued as two
   ``wgmma.mma_async.m64n128k16`` (rows 0-63, then rows 64-127) by one warpgroup.
+* ``wgmma_64x256x16``: one K=16 slice of a 64x256 output tile, one ``wgmma.mma_async.m64n256k16``
+  (step 10: each of two consumer warpgroups owns 64 rows of a 128x256 tile).
 * ``acc_row`` / ``acc_col``: where accumulator register ``i`` of a thread sits in the tile.
 
 Descriptor arithmetic (all in 16-byte units, the unit of the descriptor's address fields):
@@ -34,6 +36,9 @@ SW128_LBO = 1
 DESC_K16_STEP = 2
 # 64 rows of 128 bytes, in 16-byte units: the start of the second m64 half of a 128-row tile.
 DESC_ROWS64_STEP = 512
+# One (128, 64) fp16 stage of a staged buffer = 16 KiB, in 16-byte units: the descriptor of stage s
+# is the descriptor of stage 0 plus s * STAGE_DESC_STEP.
+STAGE_DESC_STEP = 1024
 # Accumulator registers per thread for one m64n128 fp32 wgmma.
 ACC_PER_M64 = 64
 
@@ -77,6 +82,27 @@ def wgmma_128x128x16(acc, desc_a, desc_b, kk, scale_d):
             0,  # trans-a: 0 = K-major A
             0,  # trans-b: 0 = K-major B (B is stored (N, K), row-major)
         )
+
+
+@T.inline
+def wgmma_64x256x16(acc, desc_a, desc_b, kk, scale_d):
+    """acc (+)= A[0:64, 16*kk : 16*kk+16] @ B[0:256, 16*kk : 16*kk+16]^T for a 64x256 tile.
+
+    ``acc`` is a thread's 128 fp32 registers. ``desc_a`` describes the warpgroup's 64 rows of A
+    (for rows 64-127 of a tile: the tile's descriptor + DESC_ROWS64_STEP), ``desc_b`` the 256
+    rows of B. Same rules as ``wgmma_128x128x16``; the register layout is that of rows 0-63
+    (``acc_row(0, ...)``, ``acc_col`` with i < 128).
+    """
+    T.ptx.wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16(
+        *[acc[i] for i in range(2 * ACC_PER_M64)],
+        desc_a + T.uint64(kk * DESC_K16_STEP),
+        desc_b + T.uint64(kk * DESC_K16_STEP),
+        scale_d,
+        1,
+        1,
+        0,
+        0,
+    )
 
 
 def acc_row(h, warp_id, lane_id, i):
