@@ -24,27 +24,34 @@ def hgemm_v6(M, N, K, sm_count):
     Data path in each CTA, per output tile, as in step 5 (stage s = k % 2):
         prefetch: TMA K tiles 0 and 1 (as far as they exist) into stages 0 and 1;
         for each K tile k: wait tma_bar[s] --> tcgen05.mma (accumulate = k != 0) on Asmem[s],
-        Bsmem[s] (128B swizzle), issued by one elected thread of warp 0 --> accumulator in TMEM
-        (128 lanes x 128 fp32 columns); tcgen05.commit onto mma_bar; wait mma_bar (stage s is
-        free again) --> the elected thread issues the TMA of K tile k + 2 into stage s.
-    Then, per output tile: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers
+        Bsmem[s] (128B swizzle) --> accumulator in TMEM (128 lanes x 128 fp32 columns);
+        tcgen05.commit onto mma_bar; wait mma_bar (stage s is free again) --> TMA of K tile
+        k + 2 into stage s. All of it runs in one elected thread of warp 0.
+    Then, per output tile, after a cta_sync where the other threads join: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers
         (thread t holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
         TMA store by one thread, cp.async.bulk.commit_group--> D (global); then the next tile.
 
     Barrier protocol (TMEM allocated and barriers initialised once per CTA, before the tile loop):
         | barrier    | arrival count | who arrives                                | who waits   | starting phase        |
         |------------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | all 128     | 0 for each stage, set |
-        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | threads     | ONCE per CTA;         |
+        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | 0 for each stage, set |
+        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only | ONCE per CTA;         |
         |            |               | loads complete_tx their bytes              |             | phase_tma[s] flips    |
         |            |               |                                            |             | each use and carries  |
         |            |               |                                            |             | over to the next tile |
-        | mma_bar    | 1             | tcgen05.commit from the thread that issued | all 128     | 0, set ONCE per CTA;  |
-        |            |               | the MMA (mbarrier::arrive::one), once per  | threads     | flips every K tile,   |
+        | mma_bar    | 1             | tcgen05.commit from the thread that issued | the elected | 0, set ONCE per CTA;  |
+        |            |               | the MMA (mbarrier::arrive::one), once per  | thread only | flips every K tile,   |
         |            |               | K tile                                     |             | carries over          |
         Stage s is refilled only after mma_bar says the MMA that read it has finished. Resetting
         the phases at each tile is the classic bug: with an odd number of K tiles a barrier ends
         a tile at phase 1, and a wait on phase 0 would pass at once on stale data.
+        Only the thread that drives a barrier's phases waits on it inside the K loop: a parity
+        wait cannot tell phase n from phase n + 2, so a warp that arrives on nothing could be
+        lapped by the elected thread and wait forever. The other threads wait once per tile, at
+        the cta_sync after the K loop (the elected thread fences with
+        tcgen05.fence::before_thread_sync before it), then tcgen05.fence::after_thread_sync
+        before reading TMEM. The phases live in the elected thread's registers from tile to
+        tile: elect.sync elects the same lane for the same member mask every time.
         TMEM reuse: every thread finishes its TMEM reads (tcgen05.wait::ld, then
         tcgen05.fence::before_thread_sync) before the cta_syncs of the epilogue, and the next
         tile's first MMA (accumulate = 0) is issued after them.
@@ -57,7 +64,9 @@ def hgemm_v6(M, N, K, sm_count):
     Hopper twin: exercises on an H100 the same scheduler, the tma_bar[s] ring with phases carried
     over from tile to tile, and the Dsmem reuse rule; its MMA completion is `wgmma.wait_group`,
     so `tcgen05.commit` onto mma_bar (whose phase also carries over here) and TMEM reuse across
-    tiles are exercised only by building this file for sm_100a.
+    tiles are exercised only by building this file for sm_100a. The twin lets all 128 threads
+    wait on tma_bar[s] every K tile, because there all four warps issue the warpgroup-wide
+    wgmma and stay in step; here one thread issues the MMA, so only it waits inside the loop.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -139,40 +148,41 @@ def hgemm_v6(M, N, K, sm_count):
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
 
         while tile_scheduler.valid():
-            # ---- prefetch: fill both stages before the first MMA ----
+            # ---- K loop of this tile, run by one elected thread of warp 0 alone ----
             if warp_id == 0:
                 if T.cuda.elect_sync():
+                    # ---- prefetch: fill both stages before the first MMA ----
                     for s in T.unroll(PRE_NUM):
                         tma_load(s, s)
 
-            # the stage loop is unrolled so that `s` (stage and phase index) is a constant
-            for ring in T.serial(RING):
-                for s in T.unroll(PIPE_DEPTH):
-                    k = T.meta_var(ring * PIPE_DEPTH + s)
-                    if k < K_TILES:
-                        # ---- every thread waits until K tile k has landed in stage s ----
-                        T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
-                        phase_tma[s] = phase_tma[s] ^ 1
-                        T.ptx.tcgen05.fence__after_thread_sync()
+                    # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+                    for ring in T.serial(RING):
+                        for s in T.unroll(PIPE_DEPTH):
+                            k = T.meta_var(ring * PIPE_DEPTH + s)
+                            if k < K_TILES:
+                                # ---- wait until K tile k has landed in stage s ----
+                                T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                                phase_tma[s] = phase_tma[s] ^ 1
+                                T.ptx.tcgen05.fence__after_thread_sync()
 
-                        # ---- MMA on stage s: one thread issues 4 x tcgen05.mma, then commits ----
-                        if warp_id == 0:
-                            if T.cuda.elect_sync():
+                                # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
                                 Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
                                               accum=(k != 0), dispatch="tcgen05", cta_group=1)
                                 T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
                                     mma_bar.ptr_to([0]))
 
-                        # ---- every thread waits for this MMA: TMEM updated, stage s free ----
-                        T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
-                        phase_mma = phase_mma ^ 1
-                        T.ptx.tcgen05.fence__after_thread_sync()
+                                # ---- wait for this MMA: TMEM updated, stage s free ----
+                                T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+                                phase_mma = phase_mma ^ 1
 
-                        # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                        if warp_id == 0:
-                            if T.cuda.elect_sync():
+                                # ---- refill stage s with K tile k + PIPE_DEPTH ----
                                 if k + PIPE_DEPTH < K_TILES:
                                     tma_load(s, k + PIPE_DEPTH)
+                    T.ptx.tcgen05.fence__before_thread_sync()
+
+            # ---- the other threads join here, once per tile: the accumulator is complete ----
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
 
             # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
             Dreg = T.alloc_local((BLK_N,), acc_type)

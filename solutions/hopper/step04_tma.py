@@ -38,6 +38,12 @@ def hgemm_v4(M, N, K):
     Blackwell twin: the same tma_bar protocol and TMA store; the MMA is tcgen05.mma with
     tcgen05.commit arriving on a second mbarrier (mma_bar) and the accumulator in TMEM, where
     here wgmma.wait_group replaces mma_bar and the accumulator stays in registers.
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")

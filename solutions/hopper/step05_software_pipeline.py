@@ -37,6 +37,12 @@ def hgemm_v5(M, N, K):
     Blackwell twin: the same tma_bar[s] ring and refill rule; the MMA completion that frees a
     stage is tcgen05.commit on an mbarrier (accumulator in TMEM) instead of wgmma.wait_group
     (accumulator in registers).
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar[s] every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")

@@ -45,6 +45,12 @@ def hgemm_v6(M, N, K, sm_count):
     Blackwell twin: the same scheduler, tma_bar[s] ring and carried-over phases, plus an
     mma_bar whose phase also carries over (tcgen05.commit, accumulator in TMEM); here
     wgmma.wait_group needs no phase and the accumulator is in registers.
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar[s] every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
