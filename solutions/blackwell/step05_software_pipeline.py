@@ -67,8 +67,10 @@ def hgemm_v5(M, N, K):
     PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
     RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
 
+    # >>> TODO 5.1: shared-memory layouts with a stage dimension
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    # <<< TODO 5.1
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
 
     # fmt: off
@@ -87,11 +89,15 @@ def hgemm_v5(M, N, K):
         # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
         pool = T.SMEMPool()
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
-        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         mma_bar = pool.alloc((1,), "uint64", align=8)
+        # >>> TODO 5.2: one TMA barrier per stage
+        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
+        # <<< TODO 5.2
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
+        # >>> TODO 5.3: the A and B stage buffers
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
+        # <<< TODO 5.3
         Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
         pool.commit()
 
@@ -102,8 +108,10 @@ def hgemm_v5(M, N, K):
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
         if warp_id == 0:
             if lane_id == 0:
+                # >>> TODO 5.4: initialise every stage's barrier
                 for s in T.unroll(PIPE_DEPTH):
                     T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([s]), T.uint32(1))
+                # <<< TODO 5.4
                 T.ptx.mbarrier.init.shared.b64(mma_bar.ptr_to([0]), T.uint32(1))
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
@@ -115,27 +123,33 @@ def hgemm_v5(M, N, K):
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
-        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         phase_mma: T.int32
+        phase_mma = 0
+        # >>> TODO 5.5: one phase bit per stage
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
-        phase_mma = 0
+        # <<< TODO 5.5
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
         @T.inline
         def tma_load(stage, k):
+            # >>> TODO 5.6: load K tile k into stage `stage`
             T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([stage]), T.uint32(TILE_BYTES))
             Tx.copy_async(Asmem[stage, :, :], A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
             Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+            # <<< TODO 5.6
 
         # ---- K loop, run by one elected thread of warp 0 alone (see the protocol table) ----
         if warp_id == 0:
             if T.cuda.elect_sync():
                 # ---- prefetch: fill both stages before the first MMA ----
+                # >>> TODO 5.7: prologue: fill the stages before the first MMA
                 for s in T.unroll(PRE_NUM):
                     tma_load(s, s)
+                # <<< TODO 5.7
 
                 # the stage loop is unrolled so that `s` (stage and phase index) is a constant
                 for ring in T.serial(RING):
@@ -143,11 +157,14 @@ def hgemm_v5(M, N, K):
                         k = T.meta_var(ring * PIPE_DEPTH + s)
                         if k < K_TILES:
                             # ---- wait until K tile k has landed in stage s ----
+                            # >>> TODO 5.8: wait for stage s
                             T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
                             phase_tma[s] = phase_tma[s] ^ 1
                             T.ptx.tcgen05.fence__after_thread_sync()
+                            # <<< TODO 5.8
 
                             # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
+                            # >>> TODO 5.9: MMA on stage s, then wait until it has released the stage
                             Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
                                           accum=(k != 0), dispatch="tcgen05", cta_group=1)
                             T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
@@ -156,10 +173,13 @@ def hgemm_v5(M, N, K):
                             # ---- wait for this MMA: TMEM updated, stage s free ----
                             T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
                             phase_mma = phase_mma ^ 1
+                            # <<< TODO 5.9
 
                             # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                            # >>> TODO 5.10: refill stage s with the K tile PIPE_DEPTH ahead
                             if k + PIPE_DEPTH < K_TILES:
                                 tma_load(s, k + PIPE_DEPTH)
+                            # <<< TODO 5.10
                 T.ptx.tcgen05.fence__before_thread_sync()
 
         # ---- the other threads join here, once: the accumulator in TMEM is complete ----

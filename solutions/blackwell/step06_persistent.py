@@ -90,7 +90,9 @@ def hgemm_v6(M, N, K, sm_count):
         D: T.Buffer((M, N), "float16"),
     ):
         T.device_entry()
+        # >>> TODO 6.1: launch one CTA per SM
         bx = T.cta_id([sm_count])
+        # <<< TODO 6.1
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -98,8 +100,8 @@ def hgemm_v6(M, N, K, sm_count):
         # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
         pool = T.SMEMPool()
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
-        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         mma_bar = pool.alloc((1,), "uint64", align=8)
+        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
@@ -125,18 +127,20 @@ def hgemm_v6(M, N, K, sm_count):
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
         # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
+        # >>> TODO 6.2: the tile scheduler and this tile's origin
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=M // BLK_M, num_n_tiles=N // BLK_N,
             l2_group_size=8, num_clusters=sm_count)
         tile_scheduler.init(bx)
         m_st = T.meta_var(tile_scheduler.m_idx * BLK_M)
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
+        # <<< TODO 6.2
         # phases start at 0 ONCE per CTA and carry over from tile to tile
-        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         phase_mma: T.int32
+        phase_mma = 0
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
-        phase_mma = 0
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
         @T.inline
@@ -149,6 +153,7 @@ def hgemm_v6(M, N, K, sm_count):
 
         while tile_scheduler.valid():
             # ---- K loop of this tile, run by one elected thread of warp 0 alone ----
+            # >>> TODO 6.3: the K loop of one tile
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     # ---- prefetch: fill both stages before the first MMA ----
@@ -183,6 +188,7 @@ def hgemm_v6(M, N, K, sm_count):
             # ---- the other threads join here, once per tile: the accumulator is complete ----
             T.cuda.cta_sync()
             T.ptx.tcgen05.fence__after_thread_sync()
+            # <<< TODO 6.3
 
             # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
             Dreg = T.alloc_local((BLK_N,), acc_type)
@@ -193,9 +199,12 @@ def hgemm_v6(M, N, K, sm_count):
             T.ptx.tcgen05.fence__before_thread_sync()
             Tx.cast(Dreg_f16[:], Dreg[:])
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
+            # >>> TODO 6.4: wait until the previous tile's store has read Dsmem
             if warp_id == 0:
                 T.ptx.cp.async_.bulk.wait_group.read(0)
             T.cuda.cta_sync()
+            # <<< TODO 6.4
+            # >>> TODO 6.5: store this tile without waiting for it
             Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
             # the TMA store reads Dsmem through the async proxy: fence, then sync
             T.ptx.fence.proxy.async_.shared__cta()
@@ -205,12 +214,17 @@ def hgemm_v6(M, N, K, sm_count):
                     Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
                                   dispatch="tma_auto")
                     T.ptx.cp.async_.bulk.commit_group()
+            # <<< TODO 6.5
 
+            # >>> TODO 6.6: advance to the next tile
             tile_scheduler.next_tile()
+            # <<< TODO 6.6
 
         # ---- teardown: the last TMA store is done, then warp 0 frees TMEM ----
+        # >>> TODO 6.7: the last store is complete before teardown
         if warp_id == 0:
             T.ptx.cp.async_.bulk.wait_group(0)
+        # <<< TODO 6.7
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on
