@@ -57,7 +57,9 @@ def hgemm_v4(M, N, K):
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
+    # >>> TODO 4.1: the number of bytes the TMA loads deliver per K tile
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one K tile of A and of B, fp16
+    # <<< TODO 4.1
 
     @T.prim_func
     def kernel(
@@ -82,17 +84,21 @@ def hgemm_v4(M, N, K):
         pool.commit()
 
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        # >>> TODO 4.2: initialise tma_bar and make it visible
         if warp_id == 0:
             if lane_id == 0:
                 T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([0]), T.uint32(1))
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
+        # <<< TODO 4.2
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
+        # >>> TODO 4.3: a phase bit for tma_bar
         phase_tma: T.int32
         phase_tma = 0
+        # <<< TODO 4.3
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
@@ -105,6 +111,7 @@ def hgemm_v4(M, N, K):
         for k in range(K_TILES):
             k_st = T.meta_var(k * BLK_K)
             # ---- load: one thread arms tma_bar with the byte count and issues two TMA loads ----
+            # >>> TODO 4.4: one thread arms tma_bar and issues the two TMA loads
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]), T.uint32(TMA_BYTES))
@@ -112,9 +119,12 @@ def hgemm_v4(M, N, K):
                                   dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
                     Tx.copy_async(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K],
                                   dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
+            # <<< TODO 4.4
             # every thread waits until all TMA_BYTES have landed (the phase flips each K tile)
+            # >>> TODO 4.5: every thread waits until the tiles have landed
             T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma)
             phase_tma = phase_tma ^ 1
+            # <<< TODO 4.5
 
             # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
             T.ptx.wgmma.fence.sync.aligned()
@@ -125,6 +135,7 @@ def hgemm_v4(M, N, K):
             T.ptx.wgmma.wait_group.sync.aligned(0)
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
+        # >>> TODO 4.6: write D through shared memory with one TMA store
         for h in T.unroll(2):
             for i in T.unroll(64):
                 Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
@@ -139,5 +150,6 @@ def hgemm_v4(M, N, K):
                 T.ptx.cp.async_.bulk.commit_group()
                 # the store must finish reading Dsmem before the CTA (and its smem) goes away
                 T.ptx.cp.async_.bulk.wait_group(0)
+        # <<< TODO 4.6
 
     return kernel
