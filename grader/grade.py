@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import build, features, gpu
+from grader.hint import hint_command
 from grader.steps import MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, Shape, StepSpec, format_shape, static_check_shape
 
 
@@ -76,11 +78,18 @@ def grade_step(config: Config, spec: StepSpec) -> StepResult:
         artifacts = build.build(factory, spec, static_shape, config.arch, config.sm_count)
     except build.StepNotImplemented as err:
         result.build = "not implemented"
-        result.problems.append(f"not implemented yet (fill the TODOs in {result.file})\n  first open TODO: {err}")
+        todo = re.match(rf"{spec.number}\.(\d+) ", str(err))
+        help_command = hint_command(spec.number, config.track, int(todo.group(1)) if todo else None)
+        result.problems.append(
+            f"not implemented yet (fill the TODOs in {result.file})\n  first open TODO: {err}\n  help: {help_command}"
+        )
         return result
     except build.BuildFailed as err:
         result.build = "failed"
-        result.problems.append(f"build failed for {config.arch} at {format_shape(static_shape)}:\n{err}")
+        result.problems.append(
+            f"build failed for {config.arch} at {format_shape(static_shape)}:\n{err}\n"
+            f"help: {hint_command(spec.number, config.track)}"
+        )
         return result
     result.build, result.build_seconds = "passed", artifacts.seconds
 
@@ -88,7 +97,9 @@ def grade_step(config: Config, spec: StepSpec) -> StepResult:
     result.checks = features.run_checks(config.track, spec.number, artifacts, launch)
     for check in result.checks:
         if not check.passed:
-            result.problems.append(f"missing feature: {check.name} — {check.hint}")
+            result.problems.append(
+                f"missing feature: {check.name} — {check.hint} (help: {hint_command(spec.number, config.track)})"
+            )
     if config.gpu_name is None or result.features == "failed":
         return result
 
@@ -109,6 +120,8 @@ def grade_step(config: Config, spec: StepSpec) -> StepResult:
         config.timeout_s,
     )
     _judge_correctness(result, gpu_result, len(shapes))
+    if result.correctness == "failed":
+        result.problems.append(f"help: {hint_command(spec.number, config.track)}")
     if result.correctness == "passed":
         _judge_speed(result, gpu_result, config, spec)
     return result

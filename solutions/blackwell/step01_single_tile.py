@@ -87,27 +87,34 @@ def hgemm_v1(M, N, K):
         phase_mma = 0
 
         # ---- load: every thread copies part of A and B (generic proxy stores) ----
+        # >>> TODO 1.1: load the A and B tiles into shared memory for the MMA
         Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, 0:BLK_K])
         Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, 0:BLK_K])
         # the MMA reads shared memory through the async proxy: fence, then sync
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
         T.ptx.tcgen05.fence__after_thread_sync()
+        # <<< TODO 1.1
 
         # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits to mma_bar ----
+        # >>> TODO 1.2: one thread issues the MMA and commits it onto mma_bar
         if warp_id == 0:
             if T.cuda.elect_sync():
                 Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
                               accum=False, dispatch="tcgen05", cta_group=1)
                 T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
                     mma_bar.ptr_to([0]))
+        # <<< TODO 1.2
 
         # ---- every thread waits for the MMA to finish writing TMEM ----
+        # >>> TODO 1.3: every thread waits until the accumulator is complete
         T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
         phase_mma = phase_mma ^ 1
         T.ptx.tcgen05.fence__after_thread_sync()
+        # <<< TODO 1.3
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
+        # >>> TODO 1.4: write the accumulator back: TMEM -> registers -> fp16 -> D
         Dreg = T.alloc_local((BLK_N,), acc_type)
         Dreg_f16 = T.alloc_local((BLK_N,), d_type)
         Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
@@ -117,6 +124,7 @@ def hgemm_v1(M, N, K):
         Tx.cast(Dreg_f16[:], Dreg[:])
         m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
         Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
+        # <<< TODO 1.4
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -56,7 +56,9 @@ def hgemm_v3(M, N, K):
         D: T.Buffer((M, N), "float16"),
     ):
         T.device_entry()
+        # >>> TODO 3.1: launch one CTA per 128x128 output tile
         bx, by = T.cta_id([M // BLK_M, N // BLK_N])
+        # <<< TODO 3.1
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -86,8 +88,10 @@ def hgemm_v3(M, N, K):
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
+        # >>> TODO 3.2: the first row and column of this CTA's tile
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
+        # <<< TODO 3.2
         phase_mma: T.int32
         phase_mma = 0
 

@@ -20,9 +20,10 @@ def hgemm_v5(M, N, K):
     Data path in each CTA (stage s = k % 2):
         prefetch: TMA K tiles 0 and 1 (as far as they exist) into stages 0 and 1;
         for each K tile k: wait tma_bar[s] --> tcgen05.mma (accumulate = k != 0) on Asmem[s],
-        Bsmem[s] (128B swizzle), issued by one elected thread of warp 0 --> accumulator in TMEM
-        (128 lanes x 128 fp32 columns); tcgen05.commit onto mma_bar; wait mma_bar (stage s is
-        free again) --> the elected thread issues the TMA of K tile k + 2 into stage s.
+        Bsmem[s] (128B swizzle) --> accumulator in TMEM (128 lanes x 128 fp32 columns);
+        tcgen05.commit onto mma_bar; wait mma_bar (stage s is free again) --> TMA of K tile
+        k + 2 into stage s. All of it runs in one elected thread of warp 0; the other threads
+        join at the cta_sync after the loop.
     Then once: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers (thread t
         holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
         TMA store by one thread, cp.async.bulk.commit_group + wait_group 0--> D (global).
@@ -30,16 +31,21 @@ def hgemm_v5(M, N, K):
     Barrier protocol:
         | barrier    | arrival count | who arrives                                | who waits   | starting phase        |
         |------------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | all 128     | 0 for each stage;     |
-        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | threads     | phase_tma[s] flips    |
+        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | 0 for each stage;     |
+        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only | phase_tma[s] flips    |
         |            |               | loads complete_tx their bytes              |             | each time stage s is  |
         |            |               |                                            |             | used                  |
-        | mma_bar    | 1             | tcgen05.commit from the thread that issued | all 128     | 0; flips after every  |
-        |            |               | the MMA (mbarrier::arrive::one), once per  | threads     | K tile (phase_mma ^ 1)|
+        | mma_bar    | 1             | tcgen05.commit from the thread that issued | the elected | 0; flips after every  |
+        |            |               | the MMA (mbarrier::arrive::one), once per  | thread only | K tile (phase_mma ^ 1)|
         |            |               | K tile                                     |             |                       |
         Stage s is refilled only after mma_bar says the MMA that read it has finished. With an
         odd number of K tiles the two stages are used a different number of times, which is why
         each stage keeps its own phase bit.
+        Only the thread that drives a barrier's phases waits on it inside the loop: a parity
+        wait cannot tell phase n from phase n + 2, so a warp that arrives on nothing could be
+        lapped by the elected thread and wait forever. The other threads wait once, at the
+        cta_sync after the loop (the elected thread fences with tcgen05.fence::before_thread_sync
+        before it), then tcgen05.fence::after_thread_sync before reading TMEM.
         Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
         cta_sync before the TMA store reads Dsmem; the storing thread waits for its bulk group
         (cp.async.bulk.wait_group 0) before the CTA syncs and exits.
@@ -47,7 +53,9 @@ def hgemm_v5(M, N, K):
     Hopper twin: exercises on an H100 the same tma_bar[s] ring (prefetch, per-stage phases,
     refill rule, odd K tile counts) and the TMA store epilogue; its MMA completion is
     `wgmma.wait_group`, so `tcgen05.commit` onto mma_bar and TMEM are exercised only by
-    building this file for sm_100a.
+    building this file for sm_100a. The twin lets all 128 threads wait on tma_bar[s] every K
+    tile, because there all four warps issue the warpgroup-wide wgmma and stay in step; here
+    one thread issues the MMA, so only it waits inside the loop.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -59,8 +67,10 @@ def hgemm_v5(M, N, K):
     PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
     RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
 
+    # >>> TODO 5.1: shared-memory layouts with a stage dimension
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    # <<< TODO 5.1
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
 
     # fmt: off
@@ -79,11 +89,15 @@ def hgemm_v5(M, N, K):
         # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
         pool = T.SMEMPool()
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
-        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         mma_bar = pool.alloc((1,), "uint64", align=8)
+        # >>> TODO 5.2: one TMA barrier per stage
+        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
+        # <<< TODO 5.2
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
+        # >>> TODO 5.3: the A and B stage buffers
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
+        # <<< TODO 5.3
         Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
         pool.commit()
 
@@ -94,8 +108,10 @@ def hgemm_v5(M, N, K):
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
         if warp_id == 0:
             if lane_id == 0:
+                # >>> TODO 5.4: initialise every stage's barrier
                 for s in T.unroll(PIPE_DEPTH):
                     T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([s]), T.uint32(1))
+                # <<< TODO 5.4
                 T.ptx.mbarrier.init.shared.b64(mma_bar.ptr_to([0]), T.uint32(1))
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
@@ -107,55 +123,68 @@ def hgemm_v5(M, N, K):
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
-        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         phase_mma: T.int32
+        phase_mma = 0
+        # >>> TODO 5.5: one phase bit per stage
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
-        phase_mma = 0
+        # <<< TODO 5.5
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
         @T.inline
         def tma_load(stage, k):
+            # >>> TODO 5.6: load K tile k into stage `stage`
             T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([stage]), T.uint32(TILE_BYTES))
             Tx.copy_async(Asmem[stage, :, :], A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
             Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+            # <<< TODO 5.6
 
-        # ---- prefetch: fill both stages before the first MMA ----
+        # ---- K loop, run by one elected thread of warp 0 alone (see the protocol table) ----
         if warp_id == 0:
             if T.cuda.elect_sync():
+                # ---- prefetch: fill both stages before the first MMA ----
+                # >>> TODO 5.7: prologue: fill the stages before the first MMA
                 for s in T.unroll(PRE_NUM):
                     tma_load(s, s)
+                # <<< TODO 5.7
 
-        # the stage loop is unrolled so that `s` (stage and phase index) is a constant
-        for ring in T.serial(RING):
-            for s in T.unroll(PIPE_DEPTH):
-                k = T.meta_var(ring * PIPE_DEPTH + s)
-                if k < K_TILES:
-                    # ---- every thread waits until K tile k has landed in stage s ----
-                    T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
-                    phase_tma[s] = phase_tma[s] ^ 1
-                    T.ptx.tcgen05.fence__after_thread_sync()
+                # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+                for ring in T.serial(RING):
+                    for s in T.unroll(PIPE_DEPTH):
+                        k = T.meta_var(ring * PIPE_DEPTH + s)
+                        if k < K_TILES:
+                            # ---- wait until K tile k has landed in stage s ----
+                            # >>> TODO 5.8: wait for stage s
+                            T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                            phase_tma[s] = phase_tma[s] ^ 1
+                            T.ptx.tcgen05.fence__after_thread_sync()
+                            # <<< TODO 5.8
 
-                    # ---- MMA on stage s: one thread issues 4 x tcgen05.mma, then commits ----
-                    if warp_id == 0:
-                        if T.cuda.elect_sync():
+                            # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
+                            # >>> TODO 5.9: MMA on stage s, then wait until it has released the stage
                             Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
                                           accum=(k != 0), dispatch="tcgen05", cta_group=1)
                             T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
                                 mma_bar.ptr_to([0]))
 
-                    # ---- every thread waits for this MMA: TMEM updated, stage s free ----
-                    T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
-                    phase_mma = phase_mma ^ 1
-                    T.ptx.tcgen05.fence__after_thread_sync()
+                            # ---- wait for this MMA: TMEM updated, stage s free ----
+                            T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+                            phase_mma = phase_mma ^ 1
+                            # <<< TODO 5.9
 
-                    # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                    if warp_id == 0:
-                        if T.cuda.elect_sync():
+                            # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                            # >>> TODO 5.10: refill stage s with the K tile PIPE_DEPTH ahead
                             if k + PIPE_DEPTH < K_TILES:
                                 tma_load(s, k + PIPE_DEPTH)
+                            # <<< TODO 5.10
+                T.ptx.tcgen05.fence__before_thread_sync()
+
+        # ---- the other threads join here, once: the accumulator in TMEM is complete ----
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)

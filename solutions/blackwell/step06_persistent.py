@@ -24,27 +24,34 @@ def hgemm_v6(M, N, K, sm_count):
     Data path in each CTA, per output tile, as in step 5 (stage s = k % 2):
         prefetch: TMA K tiles 0 and 1 (as far as they exist) into stages 0 and 1;
         for each K tile k: wait tma_bar[s] --> tcgen05.mma (accumulate = k != 0) on Asmem[s],
-        Bsmem[s] (128B swizzle), issued by one elected thread of warp 0 --> accumulator in TMEM
-        (128 lanes x 128 fp32 columns); tcgen05.commit onto mma_bar; wait mma_bar (stage s is
-        free again) --> the elected thread issues the TMA of K tile k + 2 into stage s.
-    Then, per output tile: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers
+        Bsmem[s] (128B swizzle) --> accumulator in TMEM (128 lanes x 128 fp32 columns);
+        tcgen05.commit onto mma_bar; wait mma_bar (stage s is free again) --> TMA of K tile
+        k + 2 into stage s. All of it runs in one elected thread of warp 0.
+    Then, per output tile, after a cta_sync where the other threads join: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers
         (thread t holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
         TMA store by one thread, cp.async.bulk.commit_group--> D (global); then the next tile.
 
     Barrier protocol (TMEM allocated and barriers initialised once per CTA, before the tile loop):
         | barrier    | arrival count | who arrives                                | who waits   | starting phase        |
         |------------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | all 128     | 0 for each stage, set |
-        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | threads     | ONCE per CTA;         |
+        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | 0 for each stage, set |
+        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only | ONCE per CTA;         |
         |            |               | loads complete_tx their bytes              |             | phase_tma[s] flips    |
         |            |               |                                            |             | each use and carries  |
         |            |               |                                            |             | over to the next tile |
-        | mma_bar    | 1             | tcgen05.commit from the thread that issued | all 128     | 0, set ONCE per CTA;  |
-        |            |               | the MMA (mbarrier::arrive::one), once per  | threads     | flips every K tile,   |
+        | mma_bar    | 1             | tcgen05.commit from the thread that issued | the elected | 0, set ONCE per CTA;  |
+        |            |               | the MMA (mbarrier::arrive::one), once per  | thread only | flips every K tile,   |
         |            |               | K tile                                     |             | carries over          |
         Stage s is refilled only after mma_bar says the MMA that read it has finished. Resetting
         the phases at each tile is the classic bug: with an odd number of K tiles a barrier ends
         a tile at phase 1, and a wait on phase 0 would pass at once on stale data.
+        Only the thread that drives a barrier's phases waits on it inside the K loop: a parity
+        wait cannot tell phase n from phase n + 2, so a warp that arrives on nothing could be
+        lapped by the elected thread and wait forever. The other threads wait once per tile, at
+        the cta_sync after the K loop (the elected thread fences with
+        tcgen05.fence::before_thread_sync before it), then tcgen05.fence::after_thread_sync
+        before reading TMEM. The phases live in the elected thread's registers from tile to
+        tile: elect.sync elects the same lane for the same member mask every time.
         TMEM reuse: every thread finishes its TMEM reads (tcgen05.wait::ld, then
         tcgen05.fence::before_thread_sync) before the cta_syncs of the epilogue, and the next
         tile's first MMA (accumulate = 0) is issued after them.
@@ -57,7 +64,9 @@ def hgemm_v6(M, N, K, sm_count):
     Hopper twin: exercises on an H100 the same scheduler, the tma_bar[s] ring with phases carried
     over from tile to tile, and the Dsmem reuse rule; its MMA completion is `wgmma.wait_group`,
     so `tcgen05.commit` onto mma_bar (whose phase also carries over here) and TMEM reuse across
-    tiles are exercised only by building this file for sm_100a.
+    tiles are exercised only by building this file for sm_100a. The twin lets all 128 threads
+    wait on tma_bar[s] every K tile, because there all four warps issue the warpgroup-wide
+    wgmma and stay in step; here one thread issues the MMA, so only it waits inside the loop.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -81,7 +90,9 @@ def hgemm_v6(M, N, K, sm_count):
         D: T.Buffer((M, N), "float16"),
     ):
         T.device_entry()
+        # >>> TODO 6.1: launch one CTA per SM
         bx = T.cta_id([sm_count])
+        # <<< TODO 6.1
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -89,8 +100,8 @@ def hgemm_v6(M, N, K, sm_count):
         # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
         pool = T.SMEMPool()
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
-        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         mma_bar = pool.alloc((1,), "uint64", align=8)
+        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
@@ -116,18 +127,20 @@ def hgemm_v6(M, N, K, sm_count):
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
         # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
+        # >>> TODO 6.2: the tile scheduler and this tile's origin
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=M // BLK_M, num_n_tiles=N // BLK_N,
             l2_group_size=8, num_clusters=sm_count)
         tile_scheduler.init(bx)
         m_st = T.meta_var(tile_scheduler.m_idx * BLK_M)
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
+        # <<< TODO 6.2
         # phases start at 0 ONCE per CTA and carry over from tile to tile
-        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         phase_mma: T.int32
+        phase_mma = 0
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
-        phase_mma = 0
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
         @T.inline
@@ -139,40 +152,43 @@ def hgemm_v6(M, N, K, sm_count):
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
 
         while tile_scheduler.valid():
-            # ---- prefetch: fill both stages before the first MMA ----
+            # ---- K loop of this tile, run by one elected thread of warp 0 alone ----
+            # >>> TODO 6.3: the K loop of one tile
             if warp_id == 0:
                 if T.cuda.elect_sync():
+                    # ---- prefetch: fill both stages before the first MMA ----
                     for s in T.unroll(PRE_NUM):
                         tma_load(s, s)
 
-            # the stage loop is unrolled so that `s` (stage and phase index) is a constant
-            for ring in T.serial(RING):
-                for s in T.unroll(PIPE_DEPTH):
-                    k = T.meta_var(ring * PIPE_DEPTH + s)
-                    if k < K_TILES:
-                        # ---- every thread waits until K tile k has landed in stage s ----
-                        T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
-                        phase_tma[s] = phase_tma[s] ^ 1
-                        T.ptx.tcgen05.fence__after_thread_sync()
+                    # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+                    for ring in T.serial(RING):
+                        for s in T.unroll(PIPE_DEPTH):
+                            k = T.meta_var(ring * PIPE_DEPTH + s)
+                            if k < K_TILES:
+                                # ---- wait until K tile k has landed in stage s ----
+                                T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                                phase_tma[s] = phase_tma[s] ^ 1
+                                T.ptx.tcgen05.fence__after_thread_sync()
 
-                        # ---- MMA on stage s: one thread issues 4 x tcgen05.mma, then commits ----
-                        if warp_id == 0:
-                            if T.cuda.elect_sync():
+                                # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
                                 Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
                                               accum=(k != 0), dispatch="tcgen05", cta_group=1)
                                 T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
                                     mma_bar.ptr_to([0]))
 
-                        # ---- every thread waits for this MMA: TMEM updated, stage s free ----
-                        T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
-                        phase_mma = phase_mma ^ 1
-                        T.ptx.tcgen05.fence__after_thread_sync()
+                                # ---- wait for this MMA: TMEM updated, stage s free ----
+                                T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+                                phase_mma = phase_mma ^ 1
 
-                        # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                        if warp_id == 0:
-                            if T.cuda.elect_sync():
+                                # ---- refill stage s with K tile k + PIPE_DEPTH ----
                                 if k + PIPE_DEPTH < K_TILES:
                                     tma_load(s, k + PIPE_DEPTH)
+                    T.ptx.tcgen05.fence__before_thread_sync()
+
+            # ---- the other threads join here, once per tile: the accumulator is complete ----
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+            # <<< TODO 6.3
 
             # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
             Dreg = T.alloc_local((BLK_N,), acc_type)
@@ -183,9 +199,12 @@ def hgemm_v6(M, N, K, sm_count):
             T.ptx.tcgen05.fence__before_thread_sync()
             Tx.cast(Dreg_f16[:], Dreg[:])
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
+            # >>> TODO 6.4: wait until the previous tile's store has read Dsmem
             if warp_id == 0:
                 T.ptx.cp.async_.bulk.wait_group.read(0)
             T.cuda.cta_sync()
+            # <<< TODO 6.4
+            # >>> TODO 6.5: store this tile without waiting for it
             Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
             # the TMA store reads Dsmem through the async proxy: fence, then sync
             T.ptx.fence.proxy.async_.shared__cta()
@@ -195,12 +214,17 @@ def hgemm_v6(M, N, K, sm_count):
                     Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
                                   dispatch="tma_auto")
                     T.ptx.cp.async_.bulk.commit_group()
+            # <<< TODO 6.5
 
+            # >>> TODO 6.6: advance to the next tile
             tile_scheduler.next_tile()
+            # <<< TODO 6.6
 
         # ---- teardown: the last TMA store is done, then warp 0 frees TMEM ----
+        # >>> TODO 6.7: the last store is complete before teardown
         if warp_id == 0:
             T.ptx.cp.async_.bulk.wait_group(0)
+        # <<< TODO 6.7
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

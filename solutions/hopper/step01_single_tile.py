@@ -75,27 +75,35 @@ def hgemm_v1(M, N, K):
         desc_a = T.alloc_local((1,), "uint64")
         desc_b = T.alloc_local((1,), "uint64")
         # the tiles never move: encode their wgmma descriptors once
+        # >>> TODO 1.1: encode the wgmma descriptors of the two tiles
         encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
+        # <<< TODO 1.1
 
         # ---- load: every thread copies part of A and B (generic proxy stores) ----
+        # >>> TODO 1.2: load the A and B tiles into shared memory for wgmma
         Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, 0:BLK_K])
         Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, 0:BLK_K])
         # wgmma reads shared memory through the async proxy: fence, then sync
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
+        # <<< TODO 1.2
 
         # ---- MMA: 4 K-slices x 2 row halves (8 wgmmas), one commit group, wait for it ----
+        # >>> TODO 1.3: the warpgroup multiplies the tiles and waits for it
         T.ptx.wgmma.fence.sync.aligned()
         for kk in T.unroll(BLK_K // MMA_K):
             wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, kk != 0)
         T.ptx.wgmma.commit_group.sync.aligned()
         T.ptx.wgmma.wait_group.sync.aligned(0)
+        # <<< TODO 1.3
 
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
+        # >>> TODO 1.4: write the accumulator registers to D as fp16
         for h in T.unroll(2):
             for i in T.unroll(64):
                 D[m_st + acc_row(h, warp_id, lane_id, i), n_st + acc_col(lane_id, i)] = T.cast(
                     acc[h * 64 + i], d_type)
+        # <<< TODO 1.4
 
     return kernel

@@ -56,7 +56,9 @@ def hgemm_v3(M, N, K):
     ):
         # fmt: off
         T.device_entry()
+        # >>> TODO 3.1: launch one CTA per 128x128 output tile
         bx, by = T.cta_id([M // BLK_M, N // BLK_N])
+        # <<< TODO 3.1
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -68,8 +70,10 @@ def hgemm_v3(M, N, K):
         Bsmem = pool.alloc((BLK_N, BLK_K), b_type, layout=B_layout)
         pool.commit()
 
+        # >>> TODO 3.2: the first row and column of this CTA's tile
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
+        # <<< TODO 3.2
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)

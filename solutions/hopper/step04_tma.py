@@ -38,6 +38,12 @@ def hgemm_v4(M, N, K):
     Blackwell twin: the same tma_bar protocol and TMA store; the MMA is tcgen05.mma with
     tcgen05.commit arriving on a second mbarrier (mma_bar) and the accumulator in TMEM, where
     here wgmma.wait_group replaces mma_bar and the accumulator stays in registers.
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -51,7 +57,9 @@ def hgemm_v4(M, N, K):
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
+    # >>> TODO 4.1: the number of bytes the TMA loads deliver per K tile
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one K tile of A and of B, fp16
+    # <<< TODO 4.1
 
     @T.prim_func
     def kernel(
@@ -76,17 +84,21 @@ def hgemm_v4(M, N, K):
         pool.commit()
 
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        # >>> TODO 4.2: initialise tma_bar and make it visible
         if warp_id == 0:
             if lane_id == 0:
                 T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([0]), T.uint32(1))
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
+        # <<< TODO 4.2
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
+        # >>> TODO 4.3: a phase bit for tma_bar
         phase_tma: T.int32
         phase_tma = 0
+        # <<< TODO 4.3
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
@@ -99,6 +111,7 @@ def hgemm_v4(M, N, K):
         for k in range(K_TILES):
             k_st = T.meta_var(k * BLK_K)
             # ---- load: one thread arms tma_bar with the byte count and issues two TMA loads ----
+            # >>> TODO 4.4: one thread arms tma_bar and issues the two TMA loads
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]), T.uint32(TMA_BYTES))
@@ -106,9 +119,12 @@ def hgemm_v4(M, N, K):
                                   dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
                     Tx.copy_async(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K],
                                   dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
+            # <<< TODO 4.4
             # every thread waits until all TMA_BYTES have landed (the phase flips each K tile)
+            # >>> TODO 4.5: every thread waits until the tiles have landed
             T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma)
             phase_tma = phase_tma ^ 1
+            # <<< TODO 4.5
 
             # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
             T.ptx.wgmma.fence.sync.aligned()
@@ -119,6 +135,7 @@ def hgemm_v4(M, N, K):
             T.ptx.wgmma.wait_group.sync.aligned(0)
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
+        # >>> TODO 4.6: write D through shared memory with one TMA store
         for h in T.unroll(2):
             for i in T.unroll(64):
                 Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
@@ -133,5 +150,6 @@ def hgemm_v4(M, N, K):
                 T.ptx.cp.async_.bulk.commit_group()
                 # the store must finish reading Dsmem before the CTA (and its smem) goes away
                 T.ptx.cp.async_.bulk.wait_group(0)
+        # <<< TODO 4.6
 
     return kernel

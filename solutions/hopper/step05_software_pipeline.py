@@ -37,6 +37,12 @@ def hgemm_v5(M, N, K):
     Blackwell twin: the same tma_bar[s] ring and refill rule; the MMA completion that frees a
     stage is tcgen05.commit on an mbarrier (accumulator in TMEM) instead of wgmma.wait_group
     (accumulator in registers).
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar[s] every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -49,8 +55,10 @@ def hgemm_v5(M, N, K):
     PIPE_DEPTH = 2
     PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
 
+    # >>> TODO 5.1: shared-memory layouts with a stage dimension
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    # <<< TODO 5.1
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one K tile of A and of B, fp16
     RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
@@ -70,18 +78,24 @@ def hgemm_v5(M, N, K):
 
         # ---- shared memory: barrier, then the 128B-swizzled tiles on a 1024-byte boundary ----
         pool = T.SMEMPool()
+        # >>> TODO 5.2: one TMA barrier per stage
         tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
+        # <<< TODO 5.2
         pool.move_base_to(1024)
+        # >>> TODO 5.3: the A and B stage buffers
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
+        # <<< TODO 5.3
         Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
         pool.commit()
 
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
         if warp_id == 0:
             if lane_id == 0:
+                # >>> TODO 5.4: initialise every stage's barrier
                 for s in T.unroll(PIPE_DEPTH):
                     T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([s]), T.uint32(1))
+                # <<< TODO 5.4
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
@@ -89,33 +103,41 @@ def hgemm_v5(M, N, K):
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
         # one phase bit per stage, both starting at 0
+        # >>> TODO 5.5: one phase bit per stage
         phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
+        # <<< TODO 5.5
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), descriptors per stage ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
+        # >>> TODO 5.6: one wgmma descriptor pair per stage
         desc_a = T.alloc_local((PIPE_DEPTH,), "uint64")
         desc_b = T.alloc_local((PIPE_DEPTH,), "uint64")
         # the stages never move: encode their wgmma descriptors once
         for s in T.unroll(PIPE_DEPTH):
             encode_sw128_desc(desc_a[s], Asmem.ptr_to([s, 0, 0]))
             encode_sw128_desc(desc_b[s], Bsmem.ptr_to([s, 0, 0]))
+        # <<< TODO 5.6
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
         @T.inline
         def tma_load(stage, k):
+            # >>> TODO 5.7: load K tile k into stage `stage`
             T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([stage]), T.uint32(TMA_BYTES))
             Tx.copy_async(Asmem[stage, :, :], A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
             Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+            # <<< TODO 5.7
 
         # ---- prefetch: fill both stages before the first MMA ----
+        # >>> TODO 5.8: prologue: fill the stages before the first MMA
         if warp_id == 0:
             if T.cuda.elect_sync():
                 for s in T.unroll(PRE_NUM):
                     tma_load(s, s)
+        # <<< TODO 5.8
 
         # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
         for ring in range(RING):
@@ -123,22 +145,28 @@ def hgemm_v5(M, N, K):
                 k = T.meta_var(ring * PIPE_DEPTH + s)
                 if k < K_TILES:
                     # every thread waits until K tile k has landed in stage s
+                    # >>> TODO 5.9: wait for stage s
                     T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
                     phase_tma[s] = phase_tma[s] ^ 1
+                    # <<< TODO 5.9
 
                     # ---- MMA on stage s: accumulate, except for the very first K=16 slice ----
+                    # >>> TODO 5.10: the warpgroup multiplies stage s
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
                         wgmma_128x128x16(acc, desc_a[s], desc_b[s], kk, k * (BLK_K // MMA_K) + kk != 0)
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # the wgmmas are done reading stage s: it may be refilled
                     T.ptx.wgmma.wait_group.sync.aligned(0)
+                    # <<< TODO 5.10
 
                     # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                    # >>> TODO 5.11: refill stage s with the K tile PIPE_DEPTH ahead
                     if warp_id == 0:
                         if T.cuda.elect_sync():
                             if k + PIPE_DEPTH < K_TILES:
                                 tma_load(s, k + PIPE_DEPTH)
+                    # <<< TODO 5.11
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
         for h in T.unroll(2):

@@ -45,6 +45,12 @@ def hgemm_v6(M, N, K, sm_count):
     Blackwell twin: the same scheduler, tma_bar[s] ring and carried-over phases, plus an
     mma_bar whose phase also carries over (tcgen05.commit, accumulator in TMEM); here
     wgmma.wait_group needs no phase and the accumulator is in registers.
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar[s] every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -71,7 +77,9 @@ def hgemm_v6(M, N, K, sm_count):
     ):
         # fmt: off
         T.device_entry()
+        # >>> TODO 6.1: launch one CTA per SM
         bx = T.cta_id([sm_count])
+        # <<< TODO 6.1
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -95,12 +103,14 @@ def hgemm_v6(M, N, K, sm_count):
         T.cuda.cta_sync()
 
         # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
+        # >>> TODO 6.2: the tile scheduler and this tile's origin
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=M // BLK_M, num_n_tiles=N // BLK_N,
             l2_group_size=8, num_clusters=sm_count)
         tile_scheduler.init(bx)
         m_st = T.meta_var(tile_scheduler.m_idx * BLK_M)
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
+        # <<< TODO 6.2
         # one phase bit per stage, starting at 0 ONCE: it carries over from tile to tile
         phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
         for s in T.unroll(PIPE_DEPTH):
@@ -126,6 +136,7 @@ def hgemm_v6(M, N, K, sm_count):
 
         while tile_scheduler.valid():
             # ---- prefetch: fill both stages before the first MMA ----
+            # >>> TODO 6.3: the K loop of one tile
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     for s in T.unroll(PRE_NUM):
@@ -153,12 +164,16 @@ def hgemm_v6(M, N, K, sm_count):
                             if T.cuda.elect_sync():
                                 if k + PIPE_DEPTH < K_TILES:
                                     tma_load(s, k + PIPE_DEPTH)
+            # <<< TODO 6.3
 
             # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
+            # >>> TODO 6.4: wait until the previous tile's store has read Dsmem
             if warp_id == 0:
                 T.ptx.cp.async_.bulk.wait_group.read(0)
             T.cuda.cta_sync()
+            # <<< TODO 6.4
+            # >>> TODO 6.5: store this tile without waiting for it
             for h in T.unroll(2):
                 for i in T.unroll(64):
                     Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
@@ -171,11 +186,16 @@ def hgemm_v6(M, N, K, sm_count):
                     Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
                                   dispatch="tma_auto")
                     T.ptx.cp.async_.bulk.commit_group()
+            # <<< TODO 6.5
 
+            # >>> TODO 6.6: advance to the next tile
             tile_scheduler.next_tile()
+            # <<< TODO 6.6
 
         # the last TMA store must finish before the CTA (and its shared memory) goes away
+        # >>> TODO 6.7: the last store is complete before teardown
         if warp_id == 0:
             T.ptx.cp.async_.bulk.wait_group(0)
+        # <<< TODO 6.7
 
     return kernel

@@ -88,40 +88,36 @@ def hgemm_v1(M, N, K):
         phase_mma: T.int32
         phase_mma = 0
 
-        # TODO(step 1): load the A tile and the B tile into shared memory with all 128 threads,
-        #   then make those stores visible to the tensor core before anyone issues the MMA.
-        #   Hint: Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, 0:BLK_K]) and the same for
-        #   Bsmem / B with n_st. The MMA reads shared memory through the *async proxy*, so follow
-        #   with T.ptx.fence.proxy.async_.shared__cta(), T.cuda.cta_sync() (all stores done) and
-        #   T.ptx.tcgen05.fence__after_thread_sync() (order later tcgen05 ops after the sync).
-        todo("load A and B into Asmem/Bsmem, then fence + cta_sync")
+        # ---- load: every thread copies part of A and B (generic proxy stores) ----
+        # TODO 1.1: load the A and B tiles into shared memory for the MMA
+        #   All 128 threads copy the 128x64 tiles of A (rows m_st..) and B (rows n_st..) into Asmem/Bsmem
+        #   (a CTA-wide tile copy, Tx.cta...). The tensor core reads shared memory through the async proxy, so
+        #   the generic stores must be fenced for it, every thread must be done (CTA barrier), and tcgen05
+        #   work after a thread sync needs its own fence. Missing any of the three: the MMA may read stale data.
+        todo("1.1 load the A and B tiles into shared memory for the MMA")
 
-        # TODO(step 1): issue the MMA from ONE thread and make its completion arrive on mma_bar.
-        #   Hint: inside `if warp_id == 0:` / `if T.cuda.elect_sync():` call
-        #   Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :], accum=False,
-        #                 dispatch="tcgen05", cta_group=1)
-        #   then, in the same thread,
-        #   T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(mma_bar.ptr_to([0]))
-        #   (the commit arrives once on mma_bar when every MMA issued before it has finished).
-        todo("one elected thread issues Tx.gemm_async + tcgen05.commit onto mma_bar")
+        # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits to mma_bar ----
+        # TODO 1.2: one thread issues the MMA and commits it onto mma_bar
+        #   tcgen05.mma is issued by ONE thread (warp 0, one elected lane): Tx.gemm_async with the
+        #   tcgen05 dispatch writes TMEM columns [0, BLK_N). It has no completion of its own: the same thread
+        #   must commit it onto mma_bar (tcgen05.commit ... mbarrier::arrive::one). Issued by 128 threads,
+        #   you would get 128 MMAs and 128 arrivals on a barrier that expects one.
+        todo("1.2 one thread issues the MMA and commits it onto mma_bar")
 
-        # TODO(step 1): every thread waits until the accumulator in TMEM is complete.
-        #   Hint: T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma); flip phase_mma
-        #   (phase_mma = phase_mma ^ 1); then T.ptx.tcgen05.fence__after_thread_sync()
-        #   before reading TMEM.
-        todo("wait on mma_bar (phase_mma), then tcgen05 fence::after_thread_sync")
+        # ---- every thread waits for the MMA to finish writing TMEM ----
+        # TODO 1.3: every thread waits until the accumulator is complete
+        #   Every thread is about to read TMEM, so every thread waits on mma_bar for the phase it expects
+        #   (phase_mma, which starts at 0), then flips its phase bit for the next use. Reading TMEM after a
+        #   wait also needs the tcgen05 fence that orders it after a thread synchronisation.
+        todo("1.3 every thread waits until the accumulator is complete")
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
-        Dreg = T.alloc_local((BLK_N,), acc_type)
-        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
-        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
-        # TODO(step 1): write the accumulator back: TMEM -> registers -> fp16 -> D.
-        #   Hint: Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N]) (the warpgroup reads TMEM;
-        #   thread t gets row t), then T.ptx.tcgen05.wait__ld.sync.aligned() before using Dreg and
-        #   T.ptx.tcgen05.fence__before_thread_sync() (orders these TMEM reads before the final
-        #   cta_sync, after which warp 0 frees TMEM), then Tx.cast(Dreg_f16[:], Dreg[:]), and with
-        #   m_thr = T.meta_var(m_st + warp_id * 32 + lane_id) Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:]).
-        todo("TMEM -> registers (Tx.wg.copy_async + tcgen05.wait::ld) -> cast -> D")
+        # TODO 1.4: write the accumulator back: TMEM -> registers -> fp16 -> D
+        #   The accumulator sits in TMEM, 128 lanes = 128 rows. A warpgroup-wide TMEM load (tcgen05.ld,
+        #   Tx.wg.copy_async into a register buffer viewed with one row per thread, axis tid_in_wg) gives
+        #   thread t row t; tcgen05.wait::ld before using the registers, and the tcgen05 fence::before_thread_sync
+        #   before the teardown sync lets warp 0 free TMEM. Then cast to fp16 and store your row of D.
+        todo("1.4 write the accumulator back: TMEM -> registers -> fp16 -> D")
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -91,21 +91,29 @@ def hgemm_v2(M, N, K):
         phase_mma: T.int32
         phase_mma = 0
 
-        # TODO(step 2): loop over the K_TILES tiles of K, accumulating into the same TMEM columns.
-        #   Hint: `for k in T.serial(K_TILES):` with k_st = T.meta_var(k * BLK_K). In the body,
-        #   what step 1 did once, now per K tile:
-        #   1. Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K]) (same for B),
-        #      then T.ptx.fence.proxy.async_.shared__cta(), T.cuda.cta_sync(),
-        #      T.ptx.tcgen05.fence__after_thread_sync().
-        #   2. in warp 0's elected thread: Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
-        #      accum=(k != 0), dispatch="tcgen05", cta_group=1) -- the first K tile overwrites
-        #      TMEM, the others add to it -- then the tcgen05.commit onto mma_bar as in step 1.
-        #   3. all threads: T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma), then
-        #      phase_mma = phase_mma ^ 1 (mma_bar completes once per K tile, so its phase flips
-        #      every iteration), then T.ptx.tcgen05.fence__after_thread_sync().
-        #   The wait in 3 is what makes the next iteration's copy into Asmem/Bsmem safe: the MMA
-        #   reads shared memory asynchronously, until its commit arrives.
-        todo("K loop -- copy tile k, MMA with accum=(k != 0) + commit, wait mma_bar, flip phase")
+        for k in T.serial(K_TILES):
+            k_st = T.meta_var(k * BLK_K)
+            # ---- load: every thread copies part of A and B (generic proxy stores) ----
+            # TODO 2.1: load K tile k of A and B into shared memory
+            #   As in step 1, but the columns are this K tile's: k_st .. k_st + BLK_K of A and of B.
+            #   The same three steps make the stores visible to the tensor core (proxy fence, CTA barrier,
+            #   tcgen05 fence after the sync). Overwriting Asmem/Bsmem is safe only because the previous
+            #   K tile's MMA was waited for at the end of the previous iteration.
+            todo("2.1 load K tile k of A and B into shared memory")
+
+            # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits ----
+            # TODO 2.2: issue this K tile's MMA, accumulating from the second K tile on
+            #   One elected thread of warp 0 issues the MMA and commits it onto mma_bar, as in step 1. What
+            #   changes is the accumulate flag: the first K tile must overwrite TMEM (it holds garbage), every
+            #   later one must add to it. The flag can be a runtime expression of k.
+            todo("2.2 issue this K tile's MMA, accumulating from the second K tile on")
+
+            # ---- every thread waits for this K tile's MMA: TMEM updated, Asmem/Bsmem free ----
+            # TODO 2.3: wait for this K tile's MMA and flip the phase
+            #   mma_bar now completes once per K tile, so its phase alternates 0, 1, 0, ...: every thread
+            #   waits for the current phase and flips its bit, every iteration. This wait is also what makes the
+            #   next iteration's copy into Asmem/Bsmem safe. Keep the tcgen05 fence after the wait.
+            todo("2.3 wait for this K tile's MMA and flip the phase")
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)

@@ -58,11 +58,11 @@ def hgemm_v3(M, N, K):
         D: T.Buffer((M, N), "float16"),
     ):
         T.device_entry()
-        # TODO(step 3): launch one CTA per 128x128 output tile instead of a single CTA.
-        #   Hint: step 2 had `bx, by = T.cta_id([1, 1])`; the grid is now
-        #   bx, by = T.cta_id([M // BLK_M, N // BLK_N]) (bx walks M, by walks N). Keep this line
-        #   here, before T.warpgroup_id: launch dimensions are declared first.
-        todo("bx, by = T.cta_id([M // BLK_M, N // BLK_N])")
+        # TODO 3.1: launch one CTA per 128x128 output tile
+        #   The grid becomes two-dimensional: one CTA for every 128-row block of M and every 128-column
+        #   block of N. T.cta_id takes the grid extents and returns this CTA's coordinates (bx, by).
+        #   Every CTA gets its own shared memory, barrier and TMEM, so nothing else in the kernel changes.
+        todo("3.1 launch one CTA per 128x128 output tile")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -92,11 +92,11 @@ def hgemm_v3(M, N, K):
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
-        # TODO(step 3): the first row and column of this CTA's output tile.
-        #   Hint: m_st = T.meta_var(bx * BLK_M) and n_st = T.meta_var(by * BLK_N); the loads
-        #   (A rows m_st.., B rows n_st..) and the writeback (D[m_st + row, n_st:n_st + BLK_N])
-        #   below already use them.
-        todo("m_st / n_st from bx, by")
+        # TODO 3.2: the first row and column of this CTA's tile
+        #   Every load, MMA and store below addresses A, B and D relative to m_st (first row of A and D)
+        #   and n_st (first row of B = first column of D). They follow from the CTA's coordinates and the
+        #   tile sizes; T.meta_var makes them an expression inlined where used, not a variable.
+        todo("3.2 the first row and column of this CTA's tile")
         phase_mma: T.int32
         phase_mma = 0
 

@@ -20,24 +20,32 @@ def hgemm_v4(M, N, K):
     """D = A @ B^T for M, N multiples of 128, K a multiple of 64 (fp16 in, fp32 in TMEM, fp16 out).
 
     Grid: (M / 128) x (N / 128) CTAs of 128 threads; CTA (bx, by) owns D[bx*128 : +128, by*128 : +128].
-    Data path in each CTA, for each of the K / 64 K tiles (lockstep: load, wait, MMA, wait):
-        A, B (global) --2 TMA loads issued by one elected thread of warp 0, completing on
-        tma_bar--> Asmem, Bsmem (128B swizzle) --tcgen05.mma (accumulate = k != 0), same
-        thread--> accumulator in TMEM (128 lanes x 128 fp32 columns).
-    Then once: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers (thread t
-        holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
-        TMA store by one thread, cp.async.bulk.commit_group + wait_group 0--> D (global).
+    Data path in each CTA, for each of the K / 64 K tiles, all in one elected thread of warp 0
+    (lockstep: load, wait, MMA, wait):
+        A, B (global) --2 TMA loads, completing on tma_bar--> Asmem, Bsmem (128B swizzle)
+        --tcgen05.mma (accumulate = k != 0)--> accumulator in TMEM (128 lanes x 128 fp32 columns).
+    Then once, after a cta_sync that lets the other threads join: TMEM --tcgen05.ld
+        (Tx.wg.copy_async) + tcgen05.wait::ld--> registers (thread t holds row t) --cast to
+        fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync; TMA store by one thread,
+        cp.async.bulk.commit_group + wait_group 0--> D (global).
 
     Barrier protocol:
         | barrier | arrival count | who arrives                                | who waits   | starting phase        |
         |---------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | all 128     | 0; flips after every  |
-        |         | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | threads     | K tile (phase_tma ^ 1)|
+        | tma_bar | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | 0; flips after every  |
+        |         | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only | K tile (phase_tma ^ 1)|
         |         |               | loads complete_tx their bytes              |             |                       |
-        | mma_bar | 1             | tcgen05.commit from the thread that issued | all 128     | 0; flips after every  |
-        |         |               | the MMA (mbarrier::arrive::one), once per  | threads     | K tile (phase_mma ^ 1)|
+        | mma_bar | 1             | tcgen05.commit from the thread that issued | the elected | 0; flips after every  |
+        |         |               | the MMA (mbarrier::arrive::one), once per  | thread only | K tile (phase_mma ^ 1)|
         |         |               | K tile                                     |             |                       |
         Waiting on mma_bar before issuing the next K tile's TMA is what frees Asmem/Bsmem.
+        Only a thread whose progress gates a barrier's next phase may wait on it in a loop: a
+        parity wait cannot tell phase n from phase n + 2, and the elected thread, which alone
+        drives tma_bar and mma_bar, could complete phases n and n + 1 while a waiting warp that
+        arrives on nothing was still descheduled; that warp would then wait forever. So warps
+        1-3 (and lanes 1-31 of warp 0) wait once, at the cta_sync after the loop, followed by
+        tcgen05.fence::after_thread_sync before they read TMEM; the elected thread issues
+        tcgen05.fence::before_thread_sync before that cta_sync.
         Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
         cta_sync before the TMA store reads Dsmem; the storing thread waits for its bulk group
         (cp.async.bulk.wait_group 0) before the CTA syncs and exits.
@@ -45,13 +53,20 @@ def hgemm_v4(M, N, K):
     Hopper twin: exercises on an H100 the same tma_bar protocol (expect_tx, byte counts, phase
     flips) and the TMA store epilogue; its MMA completion is `wgmma.wait_group`, so
     `tcgen05.commit` onto mma_bar and TMEM are exercised only by building this file for sm_100a.
+    The twin lets all 128 threads wait on tma_bar every K tile: there all four warps issue the
+    warpgroup-wide wgmma, so no warp can run a phase ahead of another. Here one thread issues
+    the MMA, which is why only it waits inside the loop.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
     acc_type = tvm.DataType("float32")
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     K_TILES = K // BLK_K
-    TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
+    # TODO 4.1: the number of bytes the TMA loads deliver per K tile
+    #   Name TILE_BYTES: the bytes of one A tile plus one B tile (fp16 = 2 bytes each). tma_bar's phase
+    #   completes only when this many bytes have arrived: too few and the MMA may read a half-written
+    #   tile, too many and the wait never ends.
+    todo("4.1 the number of bytes the TMA loads deliver per K tile")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
@@ -73,8 +88,8 @@ def hgemm_v4(M, N, K):
         # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
         pool = T.SMEMPool()
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
-        tma_bar = pool.alloc((1,), "uint64", align=8)
         mma_bar = pool.alloc((1,), "uint64", align=8)
+        tma_bar = pool.alloc((1,), "uint64", align=8)
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         Asmem = pool.alloc((BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((BLK_N, BLK_K), a_type, layout=B_layout)
@@ -86,55 +101,58 @@ def hgemm_v4(M, N, K):
         tmem = tmem_pool.alloc((128, 512), "float32")
 
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
-        if warp_id == 0:
-            if lane_id == 0:
-                T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([0]), T.uint32(1))
-                T.ptx.mbarrier.init.shared.b64(mma_bar.ptr_to([0]), T.uint32(1))
-        T.ptx.fence.mbarrier_init.release.cluster()
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.ptx.tcgen05.fence__before_thread_sync()
-        T.cuda.cta_sync()
-        T.ptx.tcgen05.fence__after_thread_sync()
+        # TODO 4.2: initialise tma_bar and mma_bar and make them visible
+        #   One thread (warp 0, lane 0) initialises both barriers with an arrival count of 1 (tma_bar:
+        #   the expect_tx arrival; mma_bar: the commit). Then make the init visible to the other threads
+        #   and to the async proxy (the TMA unit completes tx bytes on tma_bar), and keep step 1's tcgen05
+        #   fences around the CTA barrier. An mbarrier used before its init is visible is undefined.
+        todo("4.2 initialise tma_bar and mma_bar and make them visible")
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
-        phase_tma: T.int32
         phase_mma: T.int32
-        phase_tma = 0
         phase_mma = 0
+        # TODO 4.3: a phase bit for tma_bar
+        #   Like phase_mma: an int32 local declared with its type, starting at the barrier's initial phase.
+        todo("4.3 a phase bit for tma_bar")
 
-        for k in T.serial(K_TILES):
-            k_st = T.meta_var(k * BLK_K)
-            # TODO(step 4): load this K tile with TMA instead of Tx.cta.copy.
-            #   Hint: in ONE thread (`if warp_id == 0:` / `if T.cuda.elect_sync():`):
-            #   T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]), T.uint32(TILE_BYTES))
-            #   (arrive once and announce the bytes to come), then
-            #   Tx.copy_async(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K],
-            #                 dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
-            #   and the same for Bsmem / B with n_st. Spell dispatch="tma_auto": without it
-            #   copy_async falls back to cp.async, ignores mbar, and the wait below never ends.
-            todo("expect_tx on tma_bar + two Tx.copy_async(..., dispatch=\"tma_auto\")")
+        # ---- K loop, run by one elected thread of warp 0 alone: load, wait, MMA, wait ----
+        # Only this thread waits on tma_bar and mma_bar: it alone makes their next phases
+        # possible, so it cannot miss one (see the protocol table).
+        if warp_id == 0:
+            if T.cuda.elect_sync():
+                for k in T.serial(K_TILES):
+                    k_st = T.meta_var(k * BLK_K)
+                    # arm tma_bar with the byte count, then issue the two TMA loads onto it
+                    # TODO 4.4: arm tma_bar with the byte count and issue the two TMA loads
+                    #   You are the one elected thread. Arrive once on tma_bar announcing TILE_BYTES (arrive.expect_tx),
+                    #   then hand the A tile and the B tile of K tile k to the TMA unit (Tx.copy_async from global into
+                    #   Asmem/Bsmem, naming tma_bar as the barrier to count bytes on). Trap: without dispatch="tma_auto"
+                    #   the copy silently becomes cp.async and never arrives on the barrier: the wait below hangs.
+                    todo("4.4 arm tma_bar with the byte count and issue the two TMA loads")
+                    # TODO 4.5: wait until the tiles have landed
+                    #   Still the elected thread: wait on tma_bar for phase_tma, flip it, and fence tcgen05 after the
+                    #   wait (the MMA comes next). No proxy fence or CTA barrier here: the TMA wrote through the async
+                    #   proxy itself, and the other threads do not wait inside this loop.
+                    todo("4.5 wait until the tiles have landed")
 
-            # TODO(step 4): every thread waits for the bytes on tma_bar.
-            #   Hint: T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma); phase_tma = phase_tma ^ 1
-            #   (tma_bar completes once per K tile); then T.ptx.tcgen05.fence__after_thread_sync().
-            #   No fence.proxy.async / cta_sync here: TMA writes through the async proxy itself.
-            todo("wait on tma_bar (phase_tma), flip phase_tma")
+                    # 4 x tcgen05.mma (K = 16 each), then commit onto mma_bar
+                    # TODO 4.6: the MMA of this K tile and the wait for it
+                    #   Your step-3 MMA and commit onto mma_bar (you already are the elected thread: no warp test
+                    #   here), then wait on mma_bar yourself and flip phase_mma: that wait frees Asmem/Bsmem for the next
+                    #   TMA. Only this thread waits in the loop: the others arrive on nothing, so it could complete two
+                    #   phases before a slow warp looks, and a parity wait cannot tell phase n from n + 2 (hang).
+                    todo("4.6 the MMA of this K tile and the wait for it")
+                T.ptx.tcgen05.fence__before_thread_sync()
 
-            # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits ----
-            if warp_id == 0:
-                if T.cuda.elect_sync():
-                    Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
-                                  accum=(k != 0), dispatch="tcgen05", cta_group=1)
-                    T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
-                        mma_bar.ptr_to([0]))
-
-            # ---- every thread waits for this K tile's MMA: TMEM updated, Asmem/Bsmem free ----
-            T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
-            phase_mma = phase_mma ^ 1
-            T.ptx.tcgen05.fence__after_thread_sync()
+        # ---- the other threads join here, once: the accumulator in TMEM is complete ----
+        # TODO 4.7: the other threads join once the accumulator is complete
+        #   Warps 1-3 (and the other lanes of warp 0) skipped the loop. They meet the elected thread at
+        #   a CTA barrier, which it reaches only after its last mma_bar wait (and after its tcgen05
+        #   fence::before_thread_sync above); then a tcgen05 fence::after_thread_sync before they read TMEM.
+        todo("4.7 the other threads join once the accumulator is complete")
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)
@@ -144,15 +162,12 @@ def hgemm_v4(M, N, K):
         T.ptx.tcgen05.wait__ld.sync.aligned()
         T.ptx.tcgen05.fence__before_thread_sync()
         Tx.cast(Dreg_f16[:], Dreg[:])
-        # TODO(step 4): write the tile out through shared memory and one TMA store.
-        #   Hint: each thread stores its row: Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:]).
-        #   The TMA store reads Dsmem through the async proxy, so then
-        #   T.ptx.fence.proxy.async_.shared__cta() and T.cuda.cta_sync(); then ONE thread
-        #   (warp 0, T.cuda.elect_sync()) issues
-        #   Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :], dispatch="tma_auto"),
-        #   T.ptx.cp.async_.bulk.commit_group() and T.ptx.cp.async_.bulk.wait_group(0)
-        #   (the store must have read Dsmem before the CTA exits).
-        todo("registers -> Dsmem, fence.proxy.async + cta_sync, TMA store + commit/wait group")
+        # TODO 4.8: write D through shared memory with one TMA store
+        #   Each thread puts its fp16 row into the swizzled Dsmem tile (row = its index in the warpgroup).
+        #   The TMA store reads Dsmem through the async proxy: proxy fence by every writer, then a CTA barrier.
+        #   Then ONE elected thread of warp 0 stores Dsmem to D's tile (Tx.copy_async, tma_auto), commits the
+        #   bulk group and waits for it: the CTA's shared memory must outlive the store.
+        todo("4.8 write D through shared memory with one TMA store")
 
         # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

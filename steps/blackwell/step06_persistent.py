@@ -26,27 +26,34 @@ def hgemm_v6(M, N, K, sm_count):
     Data path in each CTA, per output tile, as in step 5 (stage s = k % 2):
         prefetch: TMA K tiles 0 and 1 (as far as they exist) into stages 0 and 1;
         for each K tile k: wait tma_bar[s] --> tcgen05.mma (accumulate = k != 0) on Asmem[s],
-        Bsmem[s] (128B swizzle), issued by one elected thread of warp 0 --> accumulator in TMEM
-        (128 lanes x 128 fp32 columns); tcgen05.commit onto mma_bar; wait mma_bar (stage s is
-        free again) --> the elected thread issues the TMA of K tile k + 2 into stage s.
-    Then, per output tile: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers
+        Bsmem[s] (128B swizzle) --> accumulator in TMEM (128 lanes x 128 fp32 columns);
+        tcgen05.commit onto mma_bar; wait mma_bar (stage s is free again) --> TMA of K tile
+        k + 2 into stage s. All of it runs in one elected thread of warp 0.
+    Then, per output tile, after a cta_sync where the other threads join: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers
         (thread t holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
         TMA store by one thread, cp.async.bulk.commit_group--> D (global); then the next tile.
 
     Barrier protocol (TMEM allocated and barriers initialised once per CTA, before the tile loop):
         | barrier    | arrival count | who arrives                                | who waits   | starting phase        |
         |------------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | all 128     | 0 for each stage, set |
-        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | threads     | ONCE per CTA;         |
+        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | 0 for each stage, set |
+        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only | ONCE per CTA;         |
         |            |               | loads complete_tx their bytes              |             | phase_tma[s] flips    |
         |            |               |                                            |             | each use and carries  |
         |            |               |                                            |             | over to the next tile |
-        | mma_bar    | 1             | tcgen05.commit from the thread that issued | all 128     | 0, set ONCE per CTA;  |
-        |            |               | the MMA (mbarrier::arrive::one), once per  | threads     | flips every K tile,   |
+        | mma_bar    | 1             | tcgen05.commit from the thread that issued | the elected | 0, set ONCE per CTA;  |
+        |            |               | the MMA (mbarrier::arrive::one), once per  | thread only | flips every K tile,   |
         |            |               | K tile                                     |             | carries over          |
         Stage s is refilled only after mma_bar says the MMA that read it has finished. Resetting
         the phases at each tile is the classic bug: with an odd number of K tiles a barrier ends
         a tile at phase 1, and a wait on phase 0 would pass at once on stale data.
+        Only the thread that drives a barrier's phases waits on it inside the K loop: a parity
+        wait cannot tell phase n from phase n + 2, so a warp that arrives on nothing could be
+        lapped by the elected thread and wait forever. The other threads wait once per tile, at
+        the cta_sync after the K loop (the elected thread fences with
+        tcgen05.fence::before_thread_sync before it), then tcgen05.fence::after_thread_sync
+        before reading TMEM. The phases live in the elected thread's registers from tile to
+        tile: elect.sync elects the same lane for the same member mask every time.
         TMEM reuse: every thread finishes its TMEM reads (tcgen05.wait::ld, then
         tcgen05.fence::before_thread_sync) before the cta_syncs of the epilogue, and the next
         tile's first MMA (accumulate = 0) is issued after them.
@@ -59,7 +66,9 @@ def hgemm_v6(M, N, K, sm_count):
     Hopper twin: exercises on an H100 the same scheduler, the tma_bar[s] ring with phases carried
     over from tile to tile, and the Dsmem reuse rule; its MMA completion is `wgmma.wait_group`,
     so `tcgen05.commit` onto mma_bar (whose phase also carries over here) and TMEM reuse across
-    tiles are exercised only by building this file for sm_100a.
+    tiles are exercised only by building this file for sm_100a. The twin lets all 128 threads
+    wait on tma_bar[s] every K tile, because there all four warps issue the warpgroup-wide
+    wgmma and stay in step; here one thread issues the MMA, so only it waits inside the loop.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -83,9 +92,10 @@ def hgemm_v6(M, N, K, sm_count):
         D: T.Buffer((M, N), "float16"),
     ):
         T.device_entry()
-        # TODO(step 6): launch one CTA per SM instead of one per output tile.
-        #   Hint: bx = T.cta_id([sm_count]) (sm_count is hgemm_v6's argument: 148 on a B200).
-        todo("bx = T.cta_id([sm_count])")
+        # TODO 6.1: launch one CTA per SM
+        #   A persistent kernel launches as many CTAs as the GPU has SMs (sm_count, passed in) and lets each
+        #   loop over output tiles, instead of one CTA per tile. One-dimensional grid.
+        todo("6.1 launch one CTA per SM")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -93,8 +103,8 @@ def hgemm_v6(M, N, K, sm_count):
         # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
         pool = T.SMEMPool()
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
-        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         mma_bar = pool.alloc((1,), "uint64", align=8)
+        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
@@ -119,25 +129,19 @@ def hgemm_v6(M, N, K, sm_count):
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
-        # TODO(step 6): a tile scheduler that hands this CTA tiles bx, bx + sm_count, ... in
-        #   L2-grouped order, and the origin of the current tile.
-        #   Hint: tile_scheduler = ClusterPersistentScheduler2D("ts", num_m_tiles=M // BLK_M,
-        #             num_n_tiles=N // BLK_N, l2_group_size=8, num_clusters=sm_count)
-        #         tile_scheduler.init(bx)
-        #         m_st = T.meta_var(tile_scheduler.m_idx * BLK_M)
-        #         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
-        #   (meta_var: m_st / n_st are re-evaluated wherever they are used, so they follow the
-        #   scheduler as it moves to the next tile). The `while tile_scheduler.valid():` loop
-        #   below already walks the tiles; you advance it at the end of its body.
-        todo("ClusterPersistentScheduler2D + init(bx) + m_st / n_st from m_idx / n_idx")
-        # NOTE(step 6): the phases below start at 0 ONCE per CTA and CARRY OVER from tile to
-        #   tile: never reset them inside the tile loop. With an odd number of K tiles a barrier
-        #   ends a tile at phase 1; a wait on phase 0 would then pass at once, on stale data.
-        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
+        # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
+        # TODO 6.2: the tile scheduler and this tile's origin
+        #   ClusterPersistentScheduler2D hands CTA bx the tiles bx, bx + sm_count, ... in an L2-friendly
+        #   order (groups of 8 tile rows, so their A and B tiles are reused from L2). Create it for the
+        #   (M/128) x (N/128) tiles and sm_count CTAs, init it with bx, and express m_st, n_st from its
+        #   current tile indices (they change as the scheduler advances).
+        todo("6.2 the tile scheduler and this tile's origin")
+        # phases start at 0 ONCE per CTA and carry over from tile to tile
         phase_mma: T.int32
+        phase_mma = 0
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
-        phase_mma = 0
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
         @T.inline
@@ -149,40 +153,13 @@ def hgemm_v6(M, N, K, sm_count):
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
 
         while tile_scheduler.valid():
-            # ---- prefetch: fill both stages before the first MMA ----
-            if warp_id == 0:
-                if T.cuda.elect_sync():
-                    for s in T.unroll(PRE_NUM):
-                        tma_load(s, s)
-
-            # the stage loop is unrolled so that `s` (stage and phase index) is a constant
-            for ring in T.serial(RING):
-                for s in T.unroll(PIPE_DEPTH):
-                    k = T.meta_var(ring * PIPE_DEPTH + s)
-                    if k < K_TILES:
-                        # ---- every thread waits until K tile k has landed in stage s ----
-                        T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
-                        phase_tma[s] = phase_tma[s] ^ 1
-                        T.ptx.tcgen05.fence__after_thread_sync()
-
-                        # ---- MMA on stage s: one thread issues 4 x tcgen05.mma, then commits ----
-                        if warp_id == 0:
-                            if T.cuda.elect_sync():
-                                Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
-                                              accum=(k != 0), dispatch="tcgen05", cta_group=1)
-                                T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
-                                    mma_bar.ptr_to([0]))
-
-                        # ---- every thread waits for this MMA: TMEM updated, stage s free ----
-                        T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
-                        phase_mma = phase_mma ^ 1
-                        T.ptx.tcgen05.fence__after_thread_sync()
-
-                        # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                        if warp_id == 0:
-                            if T.cuda.elect_sync():
-                                if k + PIPE_DEPTH < K_TILES:
-                                    tma_load(s, k + PIPE_DEPTH)
+            # ---- K loop of this tile, run by one elected thread of warp 0 alone ----
+            # TODO 6.3: the K loop of one tile
+            #   Your step-5 K loop, unchanged (prologue, ring, waits, refill in the elected thread; the join
+            #   after it). The phases are initialised ONCE above, before the tile loop, and must not be reset
+            #   here: with an odd number of K tiles a barrier ends a tile in phase 1, and a wait for phase 0
+            #   would pass at once on stale data.
+            todo("6.3 the K loop of one tile")
 
             # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
             Dreg = T.alloc_local((BLK_N,), acc_type)
@@ -192,29 +169,26 @@ def hgemm_v6(M, N, K, sm_count):
             T.ptx.tcgen05.wait__ld.sync.aligned()
             T.ptx.tcgen05.fence__before_thread_sync()
             Tx.cast(Dreg_f16[:], Dreg[:])
-            # TODO(step 6): the previous tile's TMA store may still be reading Dsmem: wait for it.
-            #   Hint: `if warp_id == 0: T.ptx.cp.async_.bulk.wait_group.read(0)` (the whole warp:
-            #   the bulk group belongs to whichever lane elect_sync picked), then T.cuda.cta_sync()
-            #   so no thread writes Dsmem before that wait has returned.
-            todo("warp 0 cp.async.bulk.wait_group.read(0) + cta_sync before rewriting Dsmem")
-            Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
-            # the TMA store reads Dsmem through the async proxy: fence, then sync
-            T.ptx.fence.proxy.async_.shared__cta()
-            T.cuda.cta_sync()
-            if warp_id == 0:
-                if T.cuda.elect_sync():
-                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
-                                  dispatch="tma_auto")
-                    T.ptx.cp.async_.bulk.commit_group()
+            # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
+            # TODO 6.4: wait until the previous tile's store has read Dsmem
+            #   Dsmem is reused for every tile, and the previous tile's TMA store may still be reading it.
+            #   Warp 0 (the lane that issued it) waits for its bulk groups to have finished READING shared memory
+            #   (not for the global writes), then a CTA barrier before anyone overwrites Dsmem.
+            todo("6.4 wait until the previous tile's store has read Dsmem")
+            # TODO 6.5: store this tile without waiting for it
+            #   Step 5's store through Dsmem, but commit the bulk group and move on: do not wait for the store
+            #   here, so it overlaps the next tile's K loop (TODO 6.4 waits for it where it matters).
+            todo("6.5 store this tile without waiting for it")
 
-            # TODO(step 6): move on to this CTA's next tile.
-            #   Hint: tile_scheduler.next_tile() (adds sm_count to the linear tile index).
-            todo("tile_scheduler.next_tile()")
+            # TODO 6.6: advance to the next tile
+            #   At the end of each tile ask the scheduler for the next one; the loop ends when it is no longer valid.
+            todo("6.6 advance to the next tile")
 
         # ---- teardown: the last TMA store is done, then warp 0 frees TMEM ----
-        # TODO(step 6): the last tile's store was committed but never waited for.
-        #   Hint: `if warp_id == 0: T.ptx.cp.async_.bulk.wait_group(0)` before the final cta_sync.
-        todo("warp 0 cp.async.bulk.wait_group(0) after the tile loop")
+        # TODO 6.7: the last store is complete before teardown
+        #   The last tile's store was only committed. Before the CTA frees TMEM and exits, warp 0 waits
+        #   for all its bulk groups to complete.
+        todo("6.7 the last store is complete before teardown")
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

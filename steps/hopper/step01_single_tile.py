@@ -10,8 +10,9 @@ from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_la
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
 
-from kernel_helpers.todo import todo
 from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+from kernel_helpers.todo import todo
 
 
 def hgemm_v1(M, N, K):
@@ -75,33 +76,32 @@ def hgemm_v1(M, N, K):
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
         desc_a = T.alloc_local((1,), "uint64")
         desc_b = T.alloc_local((1,), "uint64")
-        # TODO(step 1): encode the wgmma matrix descriptors of the two tiles into desc_a[0], desc_b[0].
-        #   Hint: encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0])) and the same for desc_b / Bsmem
-        #   (kernel_helpers/hopper.py: K-major, 128B swizzle, SBO = 1024 B; the tiles never move,
-        #   so once is enough).
-        todo("step 1: encode_sw128_desc for desc_a[0] / Asmem and desc_b[0] / Bsmem")
+        # the tiles never move: encode their wgmma descriptors once
+        # TODO 1.1: encode the wgmma descriptors of the two tiles
+        #   wgmma reads A and B from shared memory through 64-bit matrix descriptors (address, 128B swizzle,
+        #   strides). kernel_helpers.hopper has the encoder; one descriptor per tile, into desc_a[0] / desc_b[0],
+        #   pointing at the tile's first element. The tiles never move, so once is enough.
+        todo("1.1 encode the wgmma descriptors of the two tiles")
 
-        # TODO(step 1): load the A tile and the B tile into shared memory with all 128 threads,
-        #   then make those stores visible to the tensor core before anyone issues a wgmma.
-        #   Hint: Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, 0:BLK_K]) and the same for
-        #   Bsmem / B with n_st. wgmma reads shared memory through the *async proxy*, so follow
-        #   with T.ptx.fence.proxy.async_.shared__cta() and T.cuda.cta_sync() (all stores done).
-        todo("step 1: load A and B into Asmem/Bsmem (Tx.cta.copy), then fence.proxy.async + cta_sync")
+        # ---- load: every thread copies part of A and B (generic proxy stores) ----
+        # TODO 1.2: load the A and B tiles into shared memory for wgmma
+        #   All 128 threads copy the 128x64 tiles of A (rows from m_st) and B (rows from n_st) into
+        #   Asmem/Bsmem (a CTA-wide tile copy). wgmma reads shared memory through the async proxy: fence the
+        #   generic stores for it, then a CTA barrier so every thread's part is in.
+        todo("1.2 load the A and B tiles into shared memory for wgmma")
 
         # ---- MMA: 4 K-slices x 2 row halves (8 wgmmas), one commit group, wait for it ----
-        # TODO(step 1): all 128 threads issue the MMA and wait for it.
-        #   Hint: T.ptx.wgmma.fence.sync.aligned(); then for kk in T.unroll(BLK_K // MMA_K):
-        #   wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, kk != 0) (two m64n128k16 each; the
-        #   last argument is scale-d: False on the first slice overwrites acc, True accumulates);
-        #   then T.ptx.wgmma.commit_group.sync.aligned() and T.ptx.wgmma.wait_group.sync.aligned(0)
-        #   (acc is valid only after the wait).
-        todo("step 1: wgmma.fence, 4 x wgmma_128x128x16, commit_group, wait_group(0)")
+        # TODO 1.3: the warpgroup multiplies the tiles and waits for it
+        #   All 128 threads (one warpgroup) issue wgmma together: fence the accumulator registers, issue
+        #   one 128x128x16 MMA per K=16 slice of the 64-wide tile (helper in kernel_helpers.hopper; scale-d 0
+        #   on the first slice overwrites garbage), commit them as a group and wait for the group.
+        todo("1.3 the warpgroup multiplies the tiles and waits for it")
 
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
-        # TODO(step 1): write every accumulator register to D as fp16.
-        #   Hint: for h in T.unroll(2): for i in T.unroll(64): register acc[h * 64 + i] is tile
-        #   element (acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)), so
-        #   D[m_st + row, n_st + col] = T.cast(acc[h * 64 + i], d_type).
-        todo("step 1: registers -> D via acc_row / acc_col and T.cast")
+        # TODO 1.4: write the accumulator registers to D as fp16
+        #   Each thread holds 128 fp32 values of the tile in the wgmma fragment layout: acc[h * 64 + i]
+        #   sits at tile row acc_row(h, warp_id, lane_id, i) and column acc_col(lane_id, i) (kernel_helpers.hopper).
+        #   Cast each to fp16 and store it at that place of D, offset by the tile origin.
+        todo("1.4 write the accumulator registers to D as fp16")
 
     return kernel

@@ -10,8 +10,9 @@ from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_la
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
 
-from kernel_helpers.todo import todo
 from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+from kernel_helpers.todo import todo
 
 
 def hgemm_v2(M, N, K):
@@ -81,19 +82,18 @@ def hgemm_v2(M, N, K):
 
         for k in range(K_TILES):
             k_st = T.meta_var(k * BLK_K)
-            # TODO(step 2): load K tile k (columns k_st .. k_st + BLK_K) of A and B into the same
-            #   Asmem / Bsmem as step 1, then fence + sync as in step 1.
-            #   Hint: Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K]), the same for
-            #   B; T.ptx.fence.proxy.async_.shared__cta(); T.cuda.cta_sync().
-            todo("step 2: copy K tile k of A and B (k_st:k_st + BLK_K), fence.proxy.async + cta_sync")
+            # ---- load: every thread copies part of this K tile of A and B ----
+            # TODO 2.1: load K tile k of A and B into shared memory
+            #   As in step 1, but the columns of this K tile: k_st .. k_st + BLK_K. Then the proxy fence and
+            #   the CTA barrier. Overwriting the tiles is safe because last iteration's wgmmas were waited for.
+            todo("2.1 load K tile k of A and B into shared memory")
 
             # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
-            # TODO(step 2): multiply-accumulate this K tile into acc, then wait for it.
-            #   Hint: as step 1 (wgmma.fence, 4 x wgmma_128x128x16, commit_group, wait_group(0)),
-            #   but scale-d must be False ONLY for the very first K=16 slice of the whole loop:
-            #   pass k * (BLK_K // MMA_K) + kk != 0. Why wait_group(0) here: when it returns the
-            #   wgmmas have finished reading Asmem/Bsmem, so the next iteration may overwrite them.
-            todo("step 2: wgmma over the 4 slices with scale-d = (k, kk) != (0, 0), commit, wait_group(0)")
+            # TODO 2.2: accumulate this K tile into acc
+            #   Step 1's wgmma sequence, but the scale-d flag is 0 only for the very first K=16 slice of the
+            #   whole K loop (k = 0 and kk = 0); every other slice accumulates. Wait for the group before the next
+            #   iteration overwrites Asmem/Bsmem.
+            todo("2.2 accumulate this K tile into acc")
 
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
         for h in T.unroll(2):

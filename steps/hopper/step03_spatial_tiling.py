@@ -10,8 +10,9 @@ from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_la
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
 
-from kernel_helpers.todo import todo
 from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+from kernel_helpers.todo import todo
 
 
 def hgemm_v3(M, N, K):
@@ -57,11 +58,11 @@ def hgemm_v3(M, N, K):
     ):
         # fmt: off
         T.device_entry()
-        # TODO(step 3): launch one CTA per 128x128 output tile instead of a single CTA.
-        #   Hint: replace the line below by bx, by = T.cta_id([M // BLK_M, N // BLK_N]); the tile
-        #   origin m_st = bx * BLK_M, n_st = by * BLK_N (below) then picks each CTA's tile.
-        todo("step 3: a (M/128) x (N/128) grid: bx, by = T.cta_id([M // BLK_M, N // BLK_N])")
-        bx, by = T.cta_id([1, 1])
+        # TODO 3.1: launch one CTA per 128x128 output tile
+        #   The grid becomes two-dimensional: one CTA for every 128-row block of M and every 128-column
+        #   block of N. T.cta_id takes the grid extents and returns this CTA's coordinates (bx, by).
+        #   Every CTA gets its own shared memory and registers, so nothing else in the kernel changes.
+        todo("3.1 launch one CTA per 128x128 output tile")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -73,8 +74,11 @@ def hgemm_v3(M, N, K):
         Bsmem = pool.alloc((BLK_N, BLK_K), b_type, layout=B_layout)
         pool.commit()
 
-        m_st = T.meta_var(bx * BLK_M)
-        n_st = T.meta_var(by * BLK_N)
+        # TODO 3.2: the first row and column of this CTA's tile
+        #   Every load, MMA and store below addresses A, B and D relative to m_st (first row of A and D)
+        #   and n_st (first row of B = first column of D). They follow from the CTA's coordinates and the
+        #   tile sizes; T.meta_var makes them an expression inlined where used, not a variable.
+        todo("3.2 the first row and column of this CTA's tile")
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)

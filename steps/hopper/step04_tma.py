@@ -11,8 +11,9 @@ from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_la
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
 
-from kernel_helpers.todo import todo
 from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+from kernel_helpers.todo import todo
 
 
 def hgemm_v4(M, N, K):
@@ -39,6 +40,12 @@ def hgemm_v4(M, N, K):
     Blackwell twin: the same tma_bar protocol and TMA store; the MMA is tcgen05.mma with
     tcgen05.commit arriving on a second mbarrier (mma_bar) and the accumulator in TMEM, where
     here wgmma.wait_group replaces mma_bar and the accumulator stays in registers.
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -52,7 +59,11 @@ def hgemm_v4(M, N, K):
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
-    TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one K tile of A and of B, fp16
+    # TODO 4.1: the number of bytes the TMA loads deliver per K tile
+    #   Name TMA_BYTES: the bytes of one A tile plus one B tile (fp16 = 2 bytes). tma_bar's phase
+    #   completes only when this many bytes have arrived: too few and wgmma may read a half-written tile,
+    #   too many and the wait never ends.
+    todo("4.1 the number of bytes the TMA loads deliver per K tile")
 
     @T.prim_func
     def kernel(
@@ -77,17 +88,17 @@ def hgemm_v4(M, N, K):
         pool.commit()
 
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
-        if warp_id == 0:
-            if lane_id == 0:
-                T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([0]), T.uint32(1))
-        T.ptx.fence.mbarrier_init.release.cluster()
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
+        # TODO 4.2: initialise tma_bar and make it visible
+        #   One thread (warp 0, lane 0) initialises tma_bar with an arrival count of 1 (the expect_tx
+        #   arrival). Then every thread fences the init (mbarrier_init fence, release, cluster scope) and the
+        #   async proxy (the TMA unit completes bytes on it), and a CTA barrier: no use before the init is visible.
+        todo("4.2 initialise tma_bar and make it visible")
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
-        phase_tma: T.int32
-        phase_tma = 0
+        # TODO 4.3: a phase bit for tma_bar
+        #   An int32 local declared with its type, starting at the barrier's initial phase.
+        todo("4.3 a phase bit for tma_bar")
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
@@ -99,18 +110,18 @@ def hgemm_v4(M, N, K):
 
         for k in range(K_TILES):
             k_st = T.meta_var(k * BLK_K)
-            # TODO(step 4): ONE thread arms tma_bar with the bytes to expect and issues the two TMA loads.
-            #   Hint: inside `if warp_id == 0:` / `if T.cuda.elect_sync():`
-            #   T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]), T.uint32(TMA_BYTES)), then
-            #   Tx.copy_async(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K],
-            #                 dispatch="tma_auto", mbar=tma_bar.ptr_to([0])) and the same for Bsmem / B.
-            #   (Without dispatch="tma_auto" the copy silently becomes cp.async, never arrives on
-            #   tma_bar, and the wait below hangs.)
-            todo("step 4: elected thread: mbarrier.arrive.expect_tx(tma_bar, TMA_BYTES) + 2 x Tx.copy_async(tma_auto)")
-            # TODO(step 4): every thread waits until the whole K tile has landed in shared memory.
-            #   Hint: T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma), then flip the phase:
-            #   phase_tma = phase_tma ^ 1 (the barrier completes one phase per K tile).
-            todo("step 4: all threads mbarrier_wait(tma_bar, phase_tma), then flip phase_tma")
+            # ---- load: one thread arms tma_bar with the byte count and issues two TMA loads ----
+            # TODO 4.4: one thread arms tma_bar and issues the two TMA loads
+            #   ONE elected thread (warp 0, elect_sync) arrives on tma_bar announcing TMA_BYTES (arrive.expect_tx),
+            #   then hands the A and B tiles of K tile k to the TMA unit (Tx.copy_async naming tma_bar). Trap:
+            #   without dispatch="tma_auto" the copy silently becomes cp.async and never arrives on the barrier.
+            todo("4.4 one thread arms tma_bar and issues the two TMA loads")
+            # every thread waits until all TMA_BYTES have landed (the phase flips each K tile)
+            # TODO 4.5: every thread waits until the tiles have landed
+            #   All 128 threads issue the wgmma that reads the tiles, so all wait on tma_bar for phase_tma and
+            #   flip it. No proxy fence or CTA barrier: TMA writes through the async proxy itself. (Safe for all to
+            #   wait: every warp must reach the warpgroup-wide wgmma before the next load is issued.)
+            todo("4.5 every thread waits until the tiles have landed")
 
             # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
             T.ptx.wgmma.fence.sync.aligned()
@@ -121,13 +132,10 @@ def hgemm_v4(M, N, K):
             T.ptx.wgmma.wait_group.sync.aligned(0)
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
-        # TODO(step 4): stage the tile in Dsmem and store it with one TMA store.
-        #   Hint: step 3's writeback loop, but into Dsmem[acc_row(...), acc_col(...)] (no m_st/n_st);
-        #   then T.ptx.fence.proxy.async_.shared__cta() (the TMA store reads through the async
-        #   proxy) and T.cuda.cta_sync(); then one thread (`if warp_id == 0:` /
-        #   `if T.cuda.elect_sync():`) issues Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N],
-        #   Dsmem[:, :], dispatch="tma_auto"), T.ptx.cp.async_.bulk.commit_group() and
-        #   T.ptx.cp.async_.bulk.wait_group(0) (the store must finish before the CTA exits).
-        todo("step 4: registers -> Dsmem, fence.proxy.async + cta_sync, one thread TMA-stores Dsmem -> D")
+        # TODO 4.6: write D through shared memory with one TMA store
+        #   Step 3's fragment loops, but into the swizzled Dsmem tile (tile coordinates, no m_st/n_st).
+        #   The TMA store reads through the async proxy: proxy fence by every writer, CTA barrier, then ONE
+        #   elected thread stores Dsmem to D's tile (tma_auto), commits the bulk group and waits for it.
+        todo("4.6 write D through shared memory with one TMA store")
 
     return kernel

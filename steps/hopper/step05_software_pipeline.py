@@ -10,8 +10,9 @@ from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_la
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
 
-from kernel_helpers.todo import todo
 from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+from kernel_helpers.todo import todo
 
 
 def hgemm_v5(M, N, K):
@@ -38,6 +39,12 @@ def hgemm_v5(M, N, K):
     Blackwell twin: the same tma_bar[s] ring and refill rule; the MMA completion that frees a
     stage is tcgen05.commit on an mbarrier (accumulator in TMEM) instead of wgmma.wait_group
     (accumulator in registers).
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar[s] every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -50,8 +57,10 @@ def hgemm_v5(M, N, K):
     PIPE_DEPTH = 2
     PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
 
-    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
-    B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    # TODO 5.1: shared-memory layouts with a stage dimension
+    #   A and B now live in PIPE_DEPTH stages: step 4's 128B-swizzled MMA layout with a leading stage
+    #   dimension, so each stage is a full 128x64 tile on a 1 KiB boundary.
+    todo("5.1 shared-memory layouts with a stage dimension")
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one K tile of A and of B, fp16
     RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
@@ -71,18 +80,22 @@ def hgemm_v5(M, N, K):
 
         # ---- shared memory: barrier, then the 128B-swizzled tiles on a 1024-byte boundary ----
         pool = T.SMEMPool()
-        tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
+        # TODO 5.2: one TMA barrier per stage
+        #   Two stages can be in flight, each completing on its own barrier: PIPE_DEPTH mbarriers.
+        todo("5.2 one TMA barrier per stage")
         pool.move_base_to(1024)
-        Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
-        Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
+        # TODO 5.3: the A and B stage buffers
+        #   Allocate Asmem and Bsmem with the stage dimension first, with the layouts of TODO 5.1.
+        todo("5.3 the A and B stage buffers")
         Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
         pool.commit()
 
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
         if warp_id == 0:
             if lane_id == 0:
-                for s in T.unroll(PIPE_DEPTH):
-                    T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([s]), T.uint32(1))
+                # TODO 5.4: initialise every stage's barrier
+                #   Each tma_bar[s] gets one arrival per phase, by the same single thread; unroll over the stages.
+                todo("5.4 initialise every stage's barrier")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
@@ -90,59 +103,53 @@ def hgemm_v5(M, N, K):
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
         # one phase bit per stage, both starting at 0
-        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
-        for s in T.unroll(PIPE_DEPTH):
-            phase_tma[s] = 0
+        # TODO 5.5: one phase bit per stage
+        #   A local int32 array of PIPE_DEPTH bits, all 0. One bit for all stages is wrong: with an odd
+        #   number of K tiles the stages are used a different number of times.
+        todo("5.5 one phase bit per stage")
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), descriptors per stage ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
-        desc_a = T.alloc_local((PIPE_DEPTH,), "uint64")
-        desc_b = T.alloc_local((PIPE_DEPTH,), "uint64")
-        # the stages never move: encode their wgmma descriptors once
-        for s in T.unroll(PIPE_DEPTH):
-            encode_sw128_desc(desc_a[s], Asmem.ptr_to([s, 0, 0]))
-            encode_sw128_desc(desc_b[s], Bsmem.ptr_to([s, 0, 0]))
+        # TODO 5.6: one wgmma descriptor pair per stage
+        #   wgmma needs a descriptor for the tile it reads, and there are now PIPE_DEPTH tiles of each:
+        #   PIPE_DEPTH descriptors each for A and B, encoded once, stage s pointing at stage s's first element.
+        todo("5.6 one wgmma descriptor pair per stage")
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
         @T.inline
         def tma_load(stage, k):
-            T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([stage]), T.uint32(TMA_BYTES))
-            Tx.copy_async(Asmem[stage, :, :], A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
-                          dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
-            Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
-                          dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
+            # TODO 5.7: load K tile k into stage `stage`
+            #   Step 4's load (arrive.expect_tx of TMA_BYTES, two TMA copies), aimed at stage `stage` of the
+            #   buffers and of tma_bar, for K tile `k` (columns k * BLK_K ..). Keep dispatch="tma_auto": otherwise
+            #   the copy becomes cp.async and never completes on the barrier.
+            todo("5.7 load K tile k into stage `stage`")
 
         # ---- prefetch: fill both stages before the first MMA ----
-        # TODO(step 5): the elected thread fills the first PRE_NUM stages: K tile s into stage s.
-        #   Hint: `if warp_id == 0:` / `if T.cuda.elect_sync():` / for s in T.unroll(PRE_NUM):
-        #   tma_load(s, s). (PRE_NUM = min(PIPE_DEPTH, K_TILES): with K = 64 there is one K tile.)
-        todo("step 5: prefetch PRE_NUM stages with tma_load(s, s) from one elected thread")
+        # TODO 5.8: prologue: fill the stages before the first MMA
+        #   One elected thread starts the loads of the first PRE_NUM K tiles, K tile s into stage s.
+        todo("5.8 prologue: fill the stages before the first MMA")
 
         # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
         for ring in range(RING):
             for s in T.unroll(PIPE_DEPTH):
                 k = T.meta_var(ring * PIPE_DEPTH + s)
                 if k < K_TILES:
-                    # TODO(step 5): every thread waits until K tile k has landed in stage s.
-                    #   Hint: T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s]), then flip THIS
-                    #   stage's phase: phase_tma[s] = phase_tma[s] ^ 1. Each stage has its own phase
-                    #   (with an odd K_TILES the stages are used a different number of times).
-                    todo("step 5: mbarrier_wait(tma_bar[s], phase_tma[s]), flip phase_tma[s]")
+                    # every thread waits until K tile k has landed in stage s
+                    # TODO 5.9: wait for stage s
+                    #   Every thread waits on stage s's barrier with stage s's phase bit, then flips that bit.
+                    todo("5.9 wait for stage s")
 
                     # ---- MMA on stage s: accumulate, except for the very first K=16 slice ----
-                    T.ptx.wgmma.fence.sync.aligned()
-                    for kk in T.unroll(BLK_K // MMA_K):
-                        wgmma_128x128x16(acc, desc_a[s], desc_b[s], kk, k * (BLK_K // MMA_K) + kk != 0)
-                    T.ptx.wgmma.commit_group.sync.aligned()
-                    # the wgmmas are done reading stage s: it may be refilled
-                    T.ptx.wgmma.wait_group.sync.aligned(0)
+                    # TODO 5.10: the warpgroup multiplies stage s
+                    #   Step 4's wgmma sequence with the descriptors of stage s. The wait_group(0) is what tells you the
+                    #   wgmmas have finished reading stage s.
+                    todo("5.10 the warpgroup multiplies stage s")
 
                     # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                    # TODO(step 5): stage s is free (wait_group(0) returned): refill it with the K tile
-                    #   PIPE_DEPTH ahead, if there is one.
-                    #   Hint: `if warp_id == 0:` / `if T.cuda.elect_sync():` /
-                    #   `if k + PIPE_DEPTH < K_TILES:` tma_load(s, k + PIPE_DEPTH).
-                    todo("step 5: elected thread refills stage s with K tile k + PIPE_DEPTH")
+                    # TODO 5.11: refill stage s with the K tile PIPE_DEPTH ahead
+                    #   Stage s is free: one elected thread loads K tile k + PIPE_DEPTH into it, if that K tile exists
+                    #   (a load past the end would never be waited for).
+                    todo("5.11 refill stage s with the K tile PIPE_DEPTH ahead")
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
         for h in T.unroll(2):

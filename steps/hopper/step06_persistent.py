@@ -17,8 +17,9 @@ from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_la
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
 
-from kernel_helpers.todo import todo
 from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128x128x16
+
+from kernel_helpers.todo import todo
 
 
 def hgemm_v6(M, N, K, sm_count):
@@ -46,6 +47,12 @@ def hgemm_v6(M, N, K, sm_count):
     Blackwell twin: the same scheduler, tma_bar[s] ring and carried-over phases, plus an
     mma_bar whose phase also carries over (tcgen05.commit, accumulator in TMEM); here
     wgmma.wait_group needs no phase and the accumulator is in registers.
+
+    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar[s] every K tile,
+    which is safe because the barrier's next phase needs the elected thread to issue the next
+    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
+    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
+    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -72,7 +79,10 @@ def hgemm_v6(M, N, K, sm_count):
     ):
         # fmt: off
         T.device_entry()
-        bx = T.cta_id([sm_count])
+        # TODO 6.1: launch one CTA per SM
+        #   A persistent kernel launches as many CTAs as the GPU has SMs (sm_count, passed in) and lets each
+        #   loop over output tiles, instead of one CTA per tile. One-dimensional grid.
+        todo("6.1 launch one CTA per SM")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -96,20 +106,16 @@ def hgemm_v6(M, N, K, sm_count):
         T.cuda.cta_sync()
 
         # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
-        # TODO(step 6): create the tile scheduler, start it at this CTA's first tile, and derive
-        #   the tile origin from it.
-        #   Hint: tile_scheduler = ClusterPersistentScheduler2D("ts", num_m_tiles=M // BLK_M,
-        #   num_n_tiles=N // BLK_N, l2_group_size=8, num_clusters=sm_count);
-        #   tile_scheduler.init(bx); m_st = T.meta_var(tile_scheduler.m_idx * BLK_M) and
-        #   n_st = T.meta_var(tile_scheduler.n_idx * BLK_N) (meta_var: re-read at every use, so
-        #   they follow the scheduler from tile to tile).
-        todo("step 6: ClusterPersistentScheduler2D(...), tile_scheduler.init(bx), m_st / n_st from m_idx / n_idx")
-        # TODO(step 6): the per-stage phase bits, set to 0 ONCE per CTA, here, before the tile loop.
-        #   Hint: phase_tma = T.alloc_local((PIPE_DEPTH,), "int32"); for s in T.unroll(PIPE_DEPTH):
-        #   phase_tma[s] = 0. The classic bug is resetting them at the start of every tile: the
-        #   barriers are NOT re-initialised per tile, so after a tile with an odd number of K tiles
-        #   a stage's barrier sits at phase 1, and a wait on phase 0 passes at once on stale data.
-        todo("step 6: phase_tma[PIPE_DEPTH] = 0 once, before the tile loop (phases carry over)")
+        # TODO 6.2: the tile scheduler and this tile's origin
+        #   ClusterPersistentScheduler2D hands CTA bx the tiles bx, bx + sm_count, ... in an L2-friendly
+        #   order (groups of 8 tile rows, so their A and B tiles are reused from L2). Create it for the
+        #   (M/128) x (N/128) tiles and sm_count CTAs, init it with bx, and express m_st, n_st from its
+        #   current tile indices (they change as the scheduler advances).
+        todo("6.2 the tile scheduler and this tile's origin")
+        # one phase bit per stage, starting at 0 ONCE: it carries over from tile to tile
+        phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
+        for s in T.unroll(PIPE_DEPTH):
+            phase_tma[s] = 0
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), descriptors per stage ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
@@ -131,61 +137,32 @@ def hgemm_v6(M, N, K, sm_count):
 
         while tile_scheduler.valid():
             # ---- prefetch: fill both stages before the first MMA ----
-            if warp_id == 0:
-                if T.cuda.elect_sync():
-                    for s in T.unroll(PRE_NUM):
-                        tma_load(s, s)
-
-            # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
-            for ring in range(RING):
-                for s in T.unroll(PIPE_DEPTH):
-                    k = T.meta_var(ring * PIPE_DEPTH + s)
-                    if k < K_TILES:
-                        # every thread waits until K tile k has landed in stage s
-                        T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
-                        phase_tma[s] = phase_tma[s] ^ 1
-
-                        # ---- MMA on stage s: accumulate, except for the very first K=16 slice ----
-                        T.ptx.wgmma.fence.sync.aligned()
-                        for kk in T.unroll(BLK_K // MMA_K):
-                            wgmma_128x128x16(acc, desc_a[s], desc_b[s], kk, k * (BLK_K // MMA_K) + kk != 0)
-                        T.ptx.wgmma.commit_group.sync.aligned()
-                        # the wgmmas are done reading stage s: it may be refilled
-                        T.ptx.wgmma.wait_group.sync.aligned(0)
-
-                        # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                        if warp_id == 0:
-                            if T.cuda.elect_sync():
-                                if k + PIPE_DEPTH < K_TILES:
-                                    tma_load(s, k + PIPE_DEPTH)
+            # TODO 6.3: the K loop of one tile
+            #   Your step-5 prologue and ring loop, unchanged. The phases are initialised ONCE above, before
+            #   the tile loop, and must not be reset here: with an odd number of K tiles a stage ends a tile in
+            #   phase 1, and a wait for phase 0 would pass at once on stale data.
+            todo("6.3 the K loop of one tile")
 
             # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
-            # TODO(step 6): the previous tile's TMA store may still be reading Dsmem: wait for it
-            #   before anyone overwrites Dsmem.
-            #   Hint: `if warp_id == 0:` T.ptx.cp.async_.bulk.wait_group.read(0) (bulk groups belong
-            #   to the thread that committed them; letting all of warp 0 wait covers whichever lane
-            #   elect_sync picked), then T.cuda.cta_sync() so the other warps wait too.
-            todo("step 6: warp 0 cp.async.bulk.wait_group.read(0), then cta_sync, before writing Dsmem")
-            for h in T.unroll(2):
-                for i in T.unroll(64):
-                    Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
-                        acc[h * 64 + i], d_type)
-            # the TMA store reads Dsmem through the async proxy: fence, then sync
-            T.ptx.fence.proxy.async_.shared__cta()
-            T.cuda.cta_sync()
-            if warp_id == 0:
-                if T.cuda.elect_sync():
-                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
-                                  dispatch="tma_auto")
-                    T.ptx.cp.async_.bulk.commit_group()
+            # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
+            # TODO 6.4: wait until the previous tile's store has read Dsmem
+            #   Dsmem is reused for every tile, and the previous tile's TMA store may still be reading it.
+            #   Warp 0 (whichever lane issued it) waits for its bulk groups to have finished READING shared memory
+            #   (not for the global writes), then a CTA barrier before anyone overwrites Dsmem.
+            todo("6.4 wait until the previous tile's store has read Dsmem")
+            # TODO 6.5: store this tile without waiting for it
+            #   Step 5's fragment stores into Dsmem and TMA store, but commit the bulk group and move on: do not
+            #   wait here, so the store overlaps the next tile (TODO 6.4 waits where it matters).
+            todo("6.5 store this tile without waiting for it")
 
-            # TODO(step 6): move on to this CTA's next tile. Do NOT reset phase_tma here: the
-            #   barriers were initialised once, and their phases carry over from tile to tile.
-            #   Hint: tile_scheduler.next_tile()
-            todo("step 6: tile_scheduler.next_tile() (and leave phase_tma alone)")
+            # TODO 6.6: advance to the next tile
+            #   At the end of each tile ask the scheduler for the next one; the loop ends when it is no longer valid.
+            todo("6.6 advance to the next tile")
 
-        # TODO(step 6): the last tile's TMA store must finish before the CTA exits.
-        #   Hint: `if warp_id == 0:` T.ptx.cp.async_.bulk.wait_group(0)
-        todo("step 6: warp 0 cp.async.bulk.wait_group(0) after the tile loop")
+        # the last TMA store must finish before the CTA (and its shared memory) goes away
+        # TODO 6.7: the last store is complete before teardown
+        #   The last tile's store was only committed. Before the CTA frees TMEM and exits, warp 0 waits
+        #   for all its bulk groups to complete.
+        todo("6.7 the last store is complete before teardown")
 
     return kernel
