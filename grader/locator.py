@@ -51,8 +51,8 @@ from grader import build
 from grader.steps import Shape, format_shape
 
 BOUND_S = 1.5  # how long one wait spins before it gives up
-RUN_LIMIT_S = 30.0  # how long the debug run may take after launch before the host stops waiting for it
-CHILD_TIMEOUT_S = 120.0  # the whole debug child: start, build, run, read back
+RUN_LIMIT_S = 20.0  # how long the debug run may take after launch before the host stops waiting for it
+CHILD_TIMEOUT_S = 60.0  # the whole debug child: start, build, run, read back
 CAPACITY = 1 << 17  # records; more than the threads of any launch in this course (256 CTAs x 384)
 RECORD_WORDS = 24
 HEADER_WORDS = 8  # [0]: set when a record found the buffer full
@@ -153,9 +153,8 @@ class Barrier:
 class SharedBuffer:
     name: str
     dtype: str
-    shape: tuple[int, ...]
-    offset: int
-    size: int
+    offset: int  # bytes from the start of dynamic shared memory
+    size: int  # bytes
 
 
 _DTYPE_BYTES = {"uint64": 8, "int64": 8, "float64": 8, "uint32": 4, "int32": 4, "float32": 4,
@@ -167,19 +166,18 @@ _DECL = re.compile(
 _BAR_REF = r"\(\(\(uint64_t\*\)pool_buf_ptr\)\[(\d+)\]\)"
 _CUDA_INIT = re.compile(r"mbarrier_init\w*\(tvm_builtin_cuda_cvta_generic_to_shared\(\(&" + _BAR_REF + r"\)\), \(uint\)(\d+)\)")
 _CUDA_WAIT = re.compile(r"\b(?:" + "|".join(WAIT_HELPERS) + r")\(\(&" + _BAR_REF)
-_TIR_INIT = re.compile(r'T\.address_of\((\w+)\[([^\]]*)\]\)\), T\.uint32\((\d+)\), "init"')
+_TIR_INIT = re.compile(r'T\.address_of\((\w+)\[[^\]]*\]\)\), T\.uint32\((\d+)\), "init"')
 
 
 def shared_buffers(tir_script: str) -> list[SharedBuffer]:
     """The buffers a kernel places in dynamic shared memory (its SMEMPool), from its TIR."""
     buffers = []
     for name, dims, dtype, elem_offset in _DECL.findall(tir_script):
-        shape = tuple(int(d) for d in dims.split(",") if d.strip())
         itemsize = _DTYPE_BYTES.get(dtype, 1)
         count = 1
-        for d in shape:
-            count *= d
-        buffers.append(SharedBuffer(name, dtype, shape, int(elem_offset or 0) * itemsize, count * itemsize))
+        for extent in dims.split(","):
+            count *= int(extent) if extent.strip() else 1
+        buffers.append(SharedBuffer(name, dtype, int(elem_offset or 0) * itemsize, count * itemsize))
     return buffers
 
 
@@ -188,7 +186,7 @@ def barrier_map(tir_script: str, cuda_source: str) -> list[Barrier]:
     mbarrier_lines = "\n".join(line for line in tir_script.splitlines() if "mbarrier" in line)
     init_by_offset = {int(i) * 8: int(count) for i, count in _CUDA_INIT.findall(cuda_source)}
     init_by_buffer: dict[str, set[int]] = {}
-    for name, _, count in _TIR_INIT.findall(tir_script):
+    for name, count in _TIR_INIT.findall(tir_script):
         init_by_buffer.setdefault(name, set()).add(int(count))
     waits_by_offset: dict[int, list[int]] = {}
     for number, line in enumerate(cuda_source.splitlines(), start=1):
@@ -421,17 +419,23 @@ def summarize(records: list[Record], barriers: list[Barrier], max_groups: int = 
         where = "; ".join(f"CTA {_ranges(ctas)}, {who}" for who, ctas in by_pattern.items())
         of_count = f" of {init}" if init is not None else ""
         plural = "" if first.pending == 1 else "s"
+        state = (
+            f"it is still in phase {first.phase} with {first.pending}{of_count} pending arrival{plural}"
+            if first.current_parity == first.phase
+            else f"it had just moved on to phase {first.current_parity} as the wait gave up"
+        )
         lines.append(
-            f"{where}: waited on {name} for phase {first.phase} (line {first.line} of the generated CUDA); "
-            f"the barrier is at phase {first.current_parity} with {first.pending}{of_count} pending arrival{plural}"
+            f"{where}: waited on {name} for phase {first.phase} to complete "
+            f"(line {first.line} of the generated CUDA); {state}"
         )
         lines.append(f"  usually: {_meaning(first.pending, init)}")
     if len(ordered) > max_groups:
         later = sum(len(g) for g in ordered[max_groups:])
-        lines.append(f"({later} later waits on other barriers gave up too, most likely as a consequence of the first)")
+        lines.append(f"({later} later waits gave up too, most likely as a consequence of the ones above)")
     if records:
-        grid = records[0].grid
-        lines.append(f"(CTA numbers are x + {grid[0]}*y on the {grid[0]}x{grid[1]} grid; phases are parities, 0 or 1)")
+        grid_x, grid_y = records[0].grid
+        numbering = f"; CTA numbers are x + {grid_x}*y on the {grid_x}x{grid_y} grid" if grid_y > 1 else ""
+        lines.append(f"(phases are parities, 0 or 1{numbering})")
     return lines
 
 
@@ -526,14 +530,14 @@ def locate(request: LocateRequest, timeout_s: float = CHILD_TIMEOUT_S) -> Locate
         )
         try:
             output, _ = child.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # the results may be written already: only the exit hung
             os.killpg(child.pid, signal.SIGKILL)
             child.communicate()
-            return LocateResult([], False, False, [], f"the debug run did not finish in {timeout_s:.0f} s")
-        if not result_path.exists():
-            lines = [line for line in output.splitlines() if line.strip()] or ["(no output)"]
-            return LocateResult([], False, False, [], f"the debug run failed: {lines[-1].strip()}")
-        return LocateResult(**json.loads(result_path.read_text()))
+            output = f"the debug run did not finish in {timeout_s:.0f} s"
+        if result_path.exists():
+            return LocateResult(**json.loads(result_path.read_text()))
+        lines = [line for line in output.splitlines() if line.strip()] or ["(no output)"]
+        return LocateResult([], False, False, [], f"the debug run failed: {lines[-1].strip()}")
 
 
 def explain(result: LocateResult) -> list[str]:
@@ -592,7 +596,9 @@ def main(argv: list[str] | None = None) -> int:
         request = json.loads(Path(args.request[0]).read_text())
         request["shape"] = tuple(request["shape"])
         result = _run_debug(LocateRequest(**request))
-        Path(args.request[1]).write_text(json.dumps(asdict(result)))
+        written = Path(args.request[1] + ".part")
+        written.write_text(json.dumps(asdict(result)))
+        written.rename(args.request[1])  # whole or not at all, should the exit below be killed
         os._exit(0)  # a kernel still running must not hold the process at exit
     return _debug_command(args)
 

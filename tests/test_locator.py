@@ -150,10 +150,10 @@ def test_records_are_decoded_and_grouped_by_barrier_with_the_first_to_give_up_fi
     records, overflowed = locator.decode(words)
     assert len(records) == 6 * 128 + 6 and not overflowed
     lines = locator.summarize(records, BARRIERS)
-    assert lines[0].startswith("CTA 0-5, warps 0-3 (all lanes): waited on tma_bar[0] for phase 1 (line 334")
-    assert lines[0].endswith("the barrier is at phase 1 with 1 of 1 pending arrival")
+    assert lines[0].startswith("CTA 0-5, warps 0-3 (all lanes): waited on tma_bar[0] for phase 1 to complete (line 334")
+    assert lines[0].endswith("; it is still in phase 1 with 1 of 1 pending arrival")
     assert lines[1].startswith("  usually: nobody arrived in this phase")
-    assert lines[2].startswith("CTA 0-5, warp 4 (lane 0): waited on tma_bar[1] for phase 0 (line 358")
+    assert lines[2].startswith("CTA 0-5, warp 4 (lane 0): waited on tma_bar[1] for phase 0 to complete (line 358")
     assert lines[3].startswith("  usually: 1 of 2 arrivals came")
 
 
