@@ -465,16 +465,21 @@ class LocateResult:
 class _PinnedBuffer:
     """Host memory the device writes through a mapped pointer (driver API, through ctypes)."""
 
-    def __init__(self, words: int):
+    def __init__(self, words: int, device: int):
         self._cuda = ctypes.CDLL("libcuda.so.1")
         self.words = words
+        handle, context = ctypes.c_int(), ctypes.c_void_p()  # the primary context, which torch and TVM use too
+        self._check(self._cuda.cuInit(0))
+        self._check(self._cuda.cuDeviceGet(ctypes.byref(handle), device))
+        self._check(self._cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle))
+        self._check(self._cuda.cuCtxSetCurrent(context))
         self.host = ctypes.c_void_p()
         flags = 0x1 | 0x2  # CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
         self._check(self._cuda.cuMemHostAlloc(ctypes.byref(self.host), ctypes.c_size_t(words * 4), flags))
         ctypes.memset(self.host, 0, words * 4)
-        device = ctypes.c_uint64()
-        self._check(self._cuda.cuMemHostGetDevicePointer_v2(ctypes.byref(device), self.host, 0))
-        self.device_address = device.value
+        mapped = ctypes.c_uint64()
+        self._check(self._cuda.cuMemHostGetDevicePointer_v2(ctypes.byref(mapped), self.host, 0))
+        self.device_address = mapped.value
 
     def read(self):
         import numpy as np
@@ -493,9 +498,10 @@ def _run_debug(request: LocateRequest) -> LocateResult:
     from grader.gpu import random_inputs
     from grader.steps import STEPS
 
-    torch.cuda.init()
-    torch.zeros(1, device="cuda")  # makes the primary context current for the driver calls below
-    buffer = _PinnedBuffer(HEADER_WORDS + CAPACITY * RECORD_WORDS)
+    # nvcc compiles the debug build, as in the CPU tests, whether or not NVRTC is installed here
+    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    torch.zeros(1, device="cuda")
+    buffer = _PinnedBuffer(HEADER_WORDS + CAPACITY * RECORD_WORDS, torch.cuda.current_device())
     spec = STEPS[request.track][request.step]
     factory = build.kernel_factory(Path(request.impl_dir), request.track, spec)
     debug = build_debug(factory, spec, request.shape, request.arch, request.sm_count, buffer.device_address)
