@@ -95,6 +95,7 @@ def test_a_hang_is_located_in_the_grade_and_grading_goes_on(tmp_path, name):
     assert time.monotonic() - started < GRADER_TIMEOUT_S + locator.CHILD_TIMEOUT_S + 30
     assert hung.correctness == "failed"
     report = "\n".join(hung.problems)
+    print(f"\n[{name}]\n{report}")  # the real report, for the README (pytest -s)
     assert "where it hangs (debug build at " in report, report
     for text in expected:
         assert text in report, report
