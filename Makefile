@@ -22,13 +22,14 @@ PIP_SOURCE = $(if $(WHEELS),--no-index --find-links $(WHEELS))
 ENV_READY = $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.ready)
 GRADER_ARGS = --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH) $(foreach s,$(SHAPES),--shape $(s))
 
-.PHONY: help setup grade hint inspect sanitize test wheelhouse clean
+.PHONY: help setup grade hint inspect debug sanitize test wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
 	@echo "make hint STEP=5 [TODO=k] [LEVEL=1|2|3] [TRACK=...]  help for a TODO: 1 idea, 2 API calls, 3 reference lines;"
 	@echo "                                             no TODO: list the step's TODOs (TRACK=auto: the GPU's, else blackwell)"
 	@echo "make inspect STEP=5 [IMPL=...] [TRACK=...]   generated CUDA + the features found in it (no GPU needed)"
+	@echo "make debug STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  which warp waits on which barrier when a step hangs (GPU; without one: the barrier map)"
 	@echo "make sanitize STEP=5 [IMPL=...] [SHAPES=...]  run the step once under compute-sanitizer racecheck + synccheck (GPU)"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
 	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
@@ -59,6 +60,9 @@ hint: $(ENV_READY)
 
 inspect: $(ENV_READY)
 	$(PYTHON) -m grader.inspect_step --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH)
+
+debug: $(ENV_READY)
+	$(PYTHON) -m grader.locator --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH) $(if $(SHAPES),--shape $(firstword $(SHAPES)))
 
 SANITIZE_RUN = $(PYTHON) -m grader.run_kernel --step $(STEP) --impl $(IMPL) $(if $(SHAPES),--shape $(firstword $(SHAPES)))
 sanitize: $(ENV_READY)

@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from grader import locator
 from grader.steps import Shape, format_shape
 
 HANG_CAUSES = (
@@ -73,7 +74,7 @@ def run_step(request: GpuRequest, timeout_s: float) -> GpuResult:
             result.error = (
                 f"did not finish in {timeout_s:.0f} s while {result.running or 'starting'}: "
                 f"the kernel is probably deadlocked. Check {HANG_CAUSES}."
-            )
+            ) + locator.hang_report(request, result)
         elif child.returncode != 0 and not result.error:
             lines = [line.strip() for line in output.splitlines() if line.strip()]
             result.error = _failure(result.running, (lines or ["(no output)"])[-1])

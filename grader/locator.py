@@ -1,0 +1,657 @@
+"""Deadlock locator: which warp of which CTA waited on which mbarrier, for which phase.
+
+A debug build of a step is the kernel exactly as written, except that every mbarrier wait gives up
+after BOUND_S seconds of %globaltimer instead of spinning forever. A wait that gives up writes one
+record (CTA, cluster rank, thread, the barrier's shared-memory address, the phase parity it waited
+for, the barrier's current phase parity and pending arrival count, the CUDA line of the wait) and
+the thread exits. PTX's `exit` releases CTA- and cluster-wide barriers that only exited threads were
+holding up, so the launch ends and the CUDA context stays usable.
+
+How it is instrumented: TVM hands the generated CUDA source to the global function
+`tvm_callback_cuda_postproc` (if one is registered) before NVRTC or nvcc compiles it. `instrumented()`
+registers that hook for one build and removes it after, so a normal build never sees it. The rewrite
+defines macros named like TVM's wait helpers (`tvm_builtin_cuda_mbarrier_wait`, its `_raw_u32` and
+`_acquire_cluster` forms), placed after the helpers' definitions and before the kernel, so every call
+site becomes a bounded wait that also knows its own `__LINE__`; `#line` directives keep the line
+numbers those of the plain source (what `make inspect` prints). Named barriers (`bar.sync id, n`)
+cannot be bounded: there is no try-form of them; a run that never ends is reported as such.
+
+Where the records go: pinned host memory mapped into the device (cuMemHostAlloc with DEVICEMAP),
+whose device address is written into the source as a constant before it is compiled. The host
+reads it while the kernel runs, so records survive a kernel that never ends, and no module handle is
+needed (TVM's runtime does not expose one to read a `__device__` variable through). Slots are taken
+with an atomic on a counter in device memory (atomics on host memory over PCIe are not guaranteed);
+each thread writes at most one record, and a full buffer is flagged, never silently dropped.
+
+What is read from the barrier: its current phase parity with `mbarrier.test_wait.parity`
+(documented), and its pending arrival count with `mbarrier.pending_count` applied to the barrier's
+64-bit word read by `ld.shared`. The PTX ISA documents pending_count only for the opaque state that
+`mbarrier.arrive` returns; that the word in shared memory has the same encoding is an assumption
+(ptxas 13.0 compiles pending_count to bits 43-62 for sm_90a, sm_100a and sm_103a alike). The raw
+word is kept in the JSON record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from grader import build
+from grader.steps import Shape, format_shape
+
+BOUND_S = 1.5  # how long one wait spins before it gives up
+RUN_LIMIT_S = 20.0  # how long the debug run may take after launch before the host stops waiting for it
+CHILD_TIMEOUT_S = 60.0  # the whole debug child: start, build, run, read back
+CAPACITY = 1 << 17  # records; more than the threads of any launch in this course (256 CTAs x 384)
+RECORD_WORDS = 24
+HEADER_WORDS = 8  # [0]: set when a record found the buffer full
+HOOK = "tvm_callback_cuda_postproc"
+WAIT_HELPERS = {  # TVM's wait helper -> (argument that gives the shared address, acquire scope)
+    "tvm_builtin_cuda_mbarrier_wait": ("(unsigned)__cvta_generic_to_shared(bar)", 0),
+    "tvm_builtin_cuda_mbarrier_wait_raw_u32": ("(unsigned)(bar)", 0),
+    "tvm_builtin_cuda_mbarrier_wait_acquire_cluster": ("(unsigned)__cvta_generic_to_shared(bar)", 1),
+}
+
+# Record layout, in 32-bit words.
+(VALID, CTA_X, CTA_Y, CTA_Z, GRID_X, GRID_Y, CLUSTER_RANK, THREAD, BAR_ADDR, SMEM_BASE, PHASE, CURRENT_PARITY,
+ PENDING, LINE, WORD_LO, WORD_HI, START_LO, START_HI) = range(18)
+
+_DEVICE_CODE = r"""
+#define TIRX_LOCATOR_RECORDS __RECORDS__ULL
+#define TIRX_LOCATOR_CAPACITY __CAPACITY__u
+#define TIRX_LOCATOR_BOUND_NS __BOUND_NS__ULL
+extern __shared__ __align__(16) unsigned char tirx_locator_smem[];
+__device__ unsigned int tirx_locator_used;
+
+__device__ __forceinline__ unsigned long long tirx_locator_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ unsigned int tirx_locator_try(unsigned int bar, int phase, int cluster) {
+  unsigned int done;
+  if (cluster) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;"
+                 " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase) : "memory");
+  } else {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2, %3;"
+                 " selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(phase), "r"(0x989680) : "memory");
+  }
+  return done;
+}
+
+__device__ __noinline__ void tirx_locator_give_up(unsigned int bar, int phase, int line, unsigned long long start) {
+  unsigned int parity_zero_done, cluster_rank, pending;
+  unsigned long long word;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+               : "=r"(parity_zero_done) : "r"(bar) : "memory");
+  asm volatile("ld.volatile.shared.b64 %0, [%1];" : "=l"(word) : "r"(bar) : "memory");
+  asm volatile("mbarrier.pending_count.b64 %0, %1;" : "=r"(pending) : "l"(word));
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(cluster_rank));
+  volatile unsigned int* header = (volatile unsigned int*)TIRX_LOCATOR_RECORDS;
+  unsigned int slot = atomicAdd(&tirx_locator_used, 1u);
+  if (slot >= TIRX_LOCATOR_CAPACITY) {
+    header[0] = 1;
+  } else {
+    volatile unsigned int* r = header + __HEADER_WORDS__ + slot * __RECORD_WORDS__;
+    r[1] = blockIdx.x; r[2] = blockIdx.y; r[3] = blockIdx.z; r[4] = gridDim.x; r[5] = gridDim.y;
+    r[6] = cluster_rank;
+    r[7] = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    r[8] = bar; r[9] = (unsigned int)__cvta_generic_to_shared(tirx_locator_smem);
+    r[10] = (unsigned int)phase; r[11] = parity_zero_done; r[12] = pending; r[13] = (unsigned int)line;
+    r[14] = (unsigned int)word; r[15] = (unsigned int)(word >> 32);
+    r[16] = (unsigned int)start; r[17] = (unsigned int)(start >> 32);
+    __threadfence_system();
+    r[0] = 1;
+    __threadfence_system();
+  }
+  asm volatile("exit;" ::: "memory");
+}
+
+__device__ __forceinline__ void tirx_locator_wait(unsigned int bar, int phase, int line, int cluster) {
+  if (tirx_locator_try(bar, phase, cluster)) return;
+  unsigned long long start = tirx_locator_now();
+  while (!tirx_locator_try(bar, phase, cluster)) {
+    if (tirx_locator_now() - start > TIRX_LOCATOR_BOUND_NS) {
+      if (tirx_locator_try(bar, phase, cluster)) return;
+      tirx_locator_give_up(bar, phase, line, start);
+    }
+  }
+}
+"""
+
+
+# ---- the barrier map -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Barrier:
+    name: str
+    index: int
+    offset: int  # bytes from the start of dynamic shared memory
+    init_count: int | None  # None: no mbarrier.init of it was found in the kernel
+    wait_lines: tuple[int, ...]  # lines of the generated CUDA that wait on it
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}[{self.index}]"
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    name: str
+    dtype: str
+    offset: int  # bytes from the start of dynamic shared memory
+    size: int  # bytes
+
+
+_DTYPE_BYTES = {"uint64": 8, "int64": 8, "float64": 8, "uint32": 4, "int32": 4, "float32": 4,
+                "float16": 2, "bfloat16": 2, "uint16": 2, "int16": 2, "uint8": 1, "int8": 1}
+_DECL = re.compile(
+    r'^\s*(\w+) = T\.decl_buffer\(\(([\d, ]*)\), "(\w+)", data=\w+\.data(?:, elem_offset=(\d+))?, scope="shared\.dyn"',
+    re.MULTILINE,
+)
+_BAR_REF = r"\(\(\(uint64_t\*\)pool_buf_ptr\)\[(\d+)\]\)"
+_CUDA_INIT = re.compile(r"mbarrier_init\w*\(tvm_builtin_cuda_cvta_generic_to_shared\(\(&" + _BAR_REF + r"\)\), \(uint\)(\d+)\)")
+_CUDA_WAIT = re.compile(r"\b(?:" + "|".join(WAIT_HELPERS) + r")\(\(&" + _BAR_REF)
+_TIR_INIT = re.compile(r'T\.address_of\((\w+)\[[^\]]*\]\)\), T\.uint32\((\d+)\), "init"')
+
+
+def shared_buffers(tir_script: str) -> list[SharedBuffer]:
+    """The buffers a kernel places in dynamic shared memory (its SMEMPool), from its TIR."""
+    buffers = []
+    for name, dims, dtype, elem_offset in _DECL.findall(tir_script):
+        itemsize = _DTYPE_BYTES.get(dtype, 1)
+        count = 1
+        for extent in dims.split(","):
+            count *= int(extent) if extent.strip() else 1
+        buffers.append(SharedBuffer(name, dtype, int(elem_offset or 0) * itemsize, count * itemsize))
+    return buffers
+
+
+def barrier_map(tir_script: str, cuda_source: str) -> list[Barrier]:
+    """Every mbarrier of the kernel: the 8-byte shared buffers that mbarrier ops name in its TIR."""
+    mbarrier_lines = "\n".join(line for line in tir_script.splitlines() if "mbarrier" in line)
+    init_by_offset = {int(i) * 8: int(count) for i, count in _CUDA_INIT.findall(cuda_source)}
+    init_by_buffer: dict[str, set[int]] = {}
+    for name, count in _TIR_INIT.findall(tir_script):
+        init_by_buffer.setdefault(name, set()).add(int(count))
+    waits_by_offset: dict[int, list[int]] = {}
+    for number, line in enumerate(cuda_source.splitlines(), start=1):
+        for index in _CUDA_WAIT.findall(line):
+            waits_by_offset.setdefault(int(index) * 8, []).append(number)
+
+    barriers = []
+    for buffer in shared_buffers(tir_script):
+        if _DTYPE_BYTES.get(buffer.dtype) != 8 or not re.search(rf"\b{buffer.name}\[", mbarrier_lines):
+            continue
+        buffer_counts = init_by_buffer.get(buffer.name, set())
+        for index in range(buffer.size // 8):
+            offset = buffer.offset + 8 * index
+            count = init_by_offset.get(offset, next(iter(buffer_counts)) if len(buffer_counts) == 1 else None)
+            barriers.append(Barrier(buffer.name, index, offset, count, tuple(waits_by_offset.get(offset, ()))))
+    return barriers
+
+
+def format_barrier_map(barriers: list[Barrier]) -> list[str]:
+    if not barriers:
+        return ["no mbarriers in this kernel: nothing to watch"]
+    lines = [f"{'barrier':<16} {'offset':>7} {'init count':>10}  waited at (lines of the generated CUDA)"]
+    for b in barriers:
+        count = str(b.init_count) if b.init_count is not None else "not found"
+        waits = ", ".join(map(str, b.wait_lines)) or "-"
+        lines.append(f"{b.label:<16} {hex(b.offset):>7} {count:>10}  {waits}")
+    return lines
+
+
+# ---- the instrumented build ----------------------------------------------------------------------
+
+
+def instrument(cuda_source: str, records_address: int, bound_s: float = BOUND_S) -> str:
+    """The same source, with every mbarrier wait bounded and reporting into records_address."""
+    lines = cuda_source.split("\n")
+    kernel_line = next(
+        (i for i, line in enumerate(lines) if line.startswith('extern "C" __global__')), None
+    )
+    if kernel_line is None:
+        raise build.BuildFailed("the generated CUDA has no kernel: nothing to instrument")
+    device_code = (
+        _DEVICE_CODE.replace("__RECORDS__", hex(records_address))
+        .replace("__CAPACITY__", str(CAPACITY))
+        .replace("__BOUND_NS__", str(int(bound_s * 1e9)))
+        .replace("__HEADER_WORDS__", str(HEADER_WORDS))
+        .replace("__RECORD_WORDS__", str(RECORD_WORDS))
+    )
+    macros = [
+        f"#define {helper}(bar, phase) tirx_locator_wait({address}, (phase), __LINE__, {cluster})"
+        for helper, (address, cluster) in WAIT_HELPERS.items()
+    ]
+    return "\n".join(
+        [device_code, "#line 1"]
+        + lines[:kernel_line]
+        + macros
+        + [f"#line {kernel_line + 1}"]
+        + lines[kernel_line:]
+    )
+
+
+@contextlib.contextmanager
+def instrumented(records_address: int, bound_s: float = BOUND_S):
+    """Within this block, every CUDA build TVM makes is the debug build."""
+    import tvm_ffi
+
+    if tvm_ffi.get_global_func(HOOK, allow_missing=True) is not None:
+        raise RuntimeError(f"{HOOK} is already registered: the locator would replace someone's hook")
+    tvm_ffi.register_global_func(HOOK, lambda code, target: instrument(code, records_address, bound_s))
+    try:
+        yield
+    finally:
+        tvm_ffi.remove_global_func(HOOK)
+
+
+@dataclass
+class DebugBuild:
+    executable: object
+    cuda_source: str  # the instrumented source
+    barriers: list[Barrier]
+
+
+def build_debug(factory, spec, shape: Shape, arch: str, sm_count: int, records_address: int,
+                bound_s: float = BOUND_S) -> DebugBuild:
+    prim_func = build.make_prim_func(factory, spec, shape, sm_count)
+    with instrumented(records_address, bound_s):
+        executable = build.compile_module(prim_func, arch)
+    source = executable.mod.imports[0].inspect_source()
+    plain = _strip_instrumentation(source)
+    return DebugBuild(executable, source, barrier_map(prim_func.script(), plain))
+
+
+def _strip_instrumentation(source: str) -> str:
+    """The plain source back from the instrumented one (for line numbers and the barrier map)."""
+    start = source.index("#line 1\n") + len("#line 1\n")
+    body = source[start:]
+    return re.sub(r"(?m)^#define tvm_builtin_cuda_mbarrier_wait\w*\(bar, phase\).*\n|^#line \d+\n", "", body)
+
+
+def compile_cubin(cuda_source: str, arch: str) -> bytes:
+    """nvcc -cubin: proof that the debug build assembles for the arch (no GPU needed)."""
+    with tempfile.TemporaryDirectory(prefix="locator-") as tmp:
+        cu, cubin = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
+        cu.write_text(cuda_source)
+        done = subprocess.run(
+            [build._tool("nvcc"), "-cubin", f"-arch={arch}", "-w", "-o", str(cubin), str(cu)],
+            capture_output=True, text=True,
+        )
+        if done.returncode != 0:
+            raise build.BuildFailed("nvcc failed on the debug build:\n" + "\n".join(done.stderr.splitlines()[-10:]))
+        return cubin.read_bytes()
+
+
+# ---- the records ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Record:
+    cta: tuple[int, int, int]
+    grid: tuple[int, int]
+    cluster_rank: int
+    thread: int
+    barrier_offset: int  # bytes from the start of dynamic shared memory
+    phase: int  # the parity the wait waited for
+    current_parity: int
+    pending: int
+    line: int
+    word: int
+    start_ns: int
+
+    @property
+    def cta_number(self) -> int:
+        return self.cta[0] + self.grid[0] * (self.cta[1] + self.grid[1] * self.cta[2])
+
+    @property
+    def warp(self) -> int:
+        return self.thread // 32
+
+    @property
+    def lane(self) -> int:
+        return self.thread % 32
+
+
+def decode(words) -> tuple[list[Record], bool]:
+    """Records from the buffer's 32-bit words, in the order their slots were taken; and whether it overflowed."""
+    import numpy as np
+
+    words = np.asarray(words, dtype=np.uint64)
+    table = words[HEADER_WORDS: HEADER_WORDS + CAPACITY * RECORD_WORDS].reshape(-1, RECORD_WORDS)
+    records = [
+        Record(
+            cta=(int(r[CTA_X]), int(r[CTA_Y]), int(r[CTA_Z])),
+            grid=(int(r[GRID_X]), int(r[GRID_Y])),
+            cluster_rank=int(r[CLUSTER_RANK]),
+            thread=int(r[THREAD]),
+            barrier_offset=int(r[BAR_ADDR]) - int(r[SMEM_BASE]),
+            phase=int(r[PHASE]),
+            current_parity=1 if r[CURRENT_PARITY] else 0,
+            pending=int(r[PENDING]),
+            line=int(r[LINE]),
+            word=int(r[WORD_LO]) | (int(r[WORD_HI]) << 32),
+            start_ns=int(r[START_LO]) | (int(r[START_HI]) << 32),
+        )
+        for r in table[table[:, VALID] == 1]
+    ]
+    return records, bool(words[0] == 1)
+
+
+def _ranges(numbers) -> str:
+    numbers = sorted(set(numbers))
+    parts, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            parts.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ",".join(parts)
+
+
+def _who(threads: set[int]) -> str:
+    """'warps 0-3 (all lanes)' or 'warp 4 (lane 0)' for a set of threads of one CTA."""
+    by_warp: dict[int, set[int]] = {}
+    for t in threads:
+        by_warp.setdefault(t // 32, set()).add(t % 32)
+    lane_sets = {frozenset(lanes) for lanes in by_warp.values()}
+    warps = _ranges(by_warp)
+    noun = "warp" if len(by_warp) == 1 else "warps"
+    if len(lane_sets) == 1:
+        lanes = next(iter(lane_sets))
+        lane_text = "all lanes" if len(lanes) == 32 else f"lane{'s' if len(lanes) > 1 else ''} {_ranges(lanes)}"
+        return f"{noun} {warps} ({lane_text})"
+    return f"{noun} {warps} (threads {_ranges(threads)})"
+
+
+def _meaning(pending: int, init_count: int | None) -> str:
+    if pending == 0:
+        return ("every arrival came but the transaction bytes did not: the expect_tx byte count is larger than "
+                "what the TMA loads into this barrier deliver, or a load never signals it (copy_async without "
+                "dispatch='tma_auto', or issued on another barrier)")
+    if init_count is not None and pending == init_count:
+        return ("nobody arrived in this phase: the arrive (or the TMA/commit that arrives) was never issued for it "
+                "(a loop that issues fewer times than this one waits, a branch that skips it), or this wait is "
+                "one phase ahead of its producer (its starting phase or its phase flips)")
+    if init_count is not None and pending < init_count:
+        return (f"{init_count - pending} of {init_count} arrivals came: the barrier expects more arrivals per phase "
+                "than its producers make (the init count, or the number of arriving threads)")
+    return "the phase never completed: compare who arrives on this barrier with its init count and phases"
+
+
+def summarize(records: list[Record], barriers: list[Barrier], max_groups: int = 4) -> list[str]:
+    """Grouped lines, earliest-giving-up group first: who waited on what, what state it was in."""
+    by_offset = {b.offset: b for b in barriers}
+    groups: dict[tuple, list[Record]] = {}
+    for r in records:
+        key = (r.barrier_offset, r.phase, r.current_parity, r.pending, r.line)
+        groups.setdefault(key, []).append(r)
+    ordered = sorted(groups.values(), key=lambda rs: min(r.start_ns for r in rs))
+    lines = []
+    for group in ordered[:max_groups]:
+        first = group[0]
+        barrier = by_offset.get(first.barrier_offset)
+        name = barrier.label if barrier else f"shared memory +{hex(first.barrier_offset)} (no mbarrier of the kernel)"
+        init = barrier.init_count if barrier else None
+        threads_by_cta: dict[int, set[int]] = {}
+        for r in group:
+            threads_by_cta.setdefault(r.cta_number, set()).add(r.thread)
+        by_pattern: dict[str, list[int]] = {}
+        for cta, threads in threads_by_cta.items():
+            by_pattern.setdefault(_who(threads), []).append(cta)
+        where = "; ".join(f"CTA {_ranges(ctas)}, {who}" for who, ctas in by_pattern.items())
+        of_count = f" of {init}" if init is not None else ""
+        plural = "" if first.pending == 1 else "s"
+        state = (
+            f"it is still in phase {first.phase} with {first.pending}{of_count} pending arrival{plural}"
+            if first.current_parity == first.phase
+            else f"it had just moved on to phase {first.current_parity} as the wait gave up"
+        )
+        lines.append(
+            f"{where}: waited on {name} for phase {first.phase} to complete "
+            f"(line {first.line} of the generated CUDA); {state}"
+        )
+        lines.append(f"  usually: {_meaning(first.pending, init)}")
+    if len(ordered) > max_groups:
+        later = sum(len(g) for g in ordered[max_groups:])
+        lines.append(f"({later} later waits gave up too, most likely as a consequence of the ones above)")
+    if records:
+        grid_x, grid_y = records[0].grid
+        numbering = f"; CTA numbers are x + {grid_x}*y on the {grid_x}x{grid_y} grid" if grid_y > 1 else ""
+        lines.append(f"(phases are parities, 0 or 1{numbering})")
+    return lines
+
+
+# ---- the debug run (GPU) -------------------------------------------------------------------------
+
+
+@dataclass
+class LocateRequest:
+    impl_dir: str
+    track: str
+    step: int
+    arch: str
+    sm_count: int
+    shape: Shape
+    seed: int
+
+
+@dataclass
+class LocateResult:
+    records: list[dict]
+    overflowed: bool
+    finished: bool  # whether the debug kernel ended within RUN_LIMIT_S
+    barriers: list[dict]
+    error: str = ""
+
+
+class _PinnedBuffer:
+    """Host memory the device writes through a mapped pointer (driver API, through ctypes)."""
+
+    def __init__(self, words: int, device: int):
+        self._cuda = ctypes.CDLL("libcuda.so.1")
+        self.words = words
+        handle, context = ctypes.c_int(), ctypes.c_void_p()  # the primary context, which torch and TVM use too
+        self._check(self._cuda.cuInit(0))
+        self._check(self._cuda.cuDeviceGet(ctypes.byref(handle), device))
+        self._check(self._cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle))
+        self._check(self._cuda.cuCtxSetCurrent(context))
+        self.host = ctypes.c_void_p()
+        flags = 0x1 | 0x2  # CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
+        self._check(self._cuda.cuMemHostAlloc(ctypes.byref(self.host), ctypes.c_size_t(words * 4), flags))
+        ctypes.memset(self.host, 0, words * 4)
+        mapped = ctypes.c_uint64()
+        self._check(self._cuda.cuMemHostGetDevicePointer_v2(ctypes.byref(mapped), self.host, 0))
+        self.device_address = mapped.value
+
+    def read(self):
+        import numpy as np
+
+        return np.ctypeslib.as_array((ctypes.c_uint32 * self.words).from_address(self.host.value)).copy()
+
+    @staticmethod
+    def _check(status: int) -> None:
+        if status != 0:
+            raise RuntimeError(f"CUDA driver call failed with status {status}")
+
+
+def _run_debug(request: LocateRequest) -> LocateResult:
+    import torch
+
+    from grader.gpu import random_inputs
+    from grader.steps import STEPS
+
+    # nvcc compiles the debug build, as in the CPU tests, whether or not NVRTC is installed here
+    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    torch.zeros(1, device="cuda")
+    buffer = _PinnedBuffer(HEADER_WORDS + CAPACITY * RECORD_WORDS, torch.cuda.current_device())
+    spec = STEPS[request.track][request.step]
+    factory = build.kernel_factory(Path(request.impl_dir), request.track, spec)
+    debug = build_debug(factory, spec, request.shape, request.arch, request.sm_count, buffer.device_address)
+    a, b = random_inputs(request.shape, request.seed)
+    d = torch.full((request.shape[0], request.shape[1]), float("nan"), dtype=torch.float16, device="cuda")
+    stream = torch.cuda.current_stream()
+    error = ""
+    debug.executable(a, b, d)
+    deadline = time.monotonic() + RUN_LIMIT_S
+    finished = False
+    while time.monotonic() < deadline:
+        try:
+            finished = stream.query()
+        except RuntimeError as err:  # the debug kernel itself failed (e.g. an illegal address)
+            error, finished = str(err).strip().splitlines()[0], True
+        if finished:
+            break
+        time.sleep(0.05)
+    records, overflowed = decode(buffer.read())
+    return LocateResult([asdict(r) for r in records], overflowed, finished, [asdict(b) for b in debug.barriers], error)
+
+
+def locate(request: LocateRequest, timeout_s: float = CHILD_TIMEOUT_S) -> LocateResult:
+    """Run the debug build once in a child process; never raises for the kernel's sake."""
+    with tempfile.TemporaryDirectory(prefix="grader-locator-") as tmp:
+        request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        request_path.write_text(json.dumps(asdict(request)))
+        child = subprocess.Popen(
+            [sys.executable, "-m", "grader.locator", "--request", str(request_path), str(result_path)],
+            cwd=build.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )
+        try:
+            output, _ = child.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:  # the results may be written already: only the exit hung
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            output = f"the debug run did not finish in {timeout_s:.0f} s"
+        if result_path.exists():
+            return LocateResult(**json.loads(result_path.read_text()))
+        lines = [line for line in output.splitlines() if line.strip()] or ["(no output)"]
+        return LocateResult([], False, False, [], f"the debug run failed: {lines[-1].strip()}")
+
+
+def explain(result: LocateResult) -> list[str]:
+    """What to tell the student about one debug run."""
+    if result.error and not result.records:
+        return [result.error]
+    records = [Record(**{**r, "cta": tuple(r["cta"]), "grid": tuple(r["grid"])}) for r in result.records]
+    barriers = [Barrier(**{**b, "wait_lines": tuple(b["wait_lines"])}) for b in result.barriers]
+    lines = summarize(records, barriers)
+    if not records:
+        lines.append(
+            "no mbarrier wait gave up in the debug build"
+            + (": the hang did not recur there (it may depend on timing)" if result.finished else
+               ": the kernel is stuck elsewhere (a named barrier such as warpgroup_sync, or a loop of its own)")
+        )
+    elif not result.finished:
+        lines.append("the kernel did not end after these waits gave up: some warps are also stuck in a named "
+                     "barrier (bar.sync / warpgroup_sync) or a loop of their own, which the locator cannot bound")
+    if result.overflowed:
+        lines.append(f"(more than {CAPACITY} waits gave up: only the first {CAPACITY} are counted above)")
+    if result.error:
+        lines.append(f"the debug run ended with: {result.error}")
+    return lines
+
+
+def hang_report(request, result) -> str:
+    """Called by the GPU runner when a step timed out: re-run the shape that hung under the debug build."""
+    done = len(result.correctness)
+    if done < len(request.correctness_shapes):
+        shape, seed = tuple(request.correctness_shapes[done]), request.seed + done
+    elif len(result.timing) < len(request.timing_shapes):
+        shape, seed = tuple(request.timing_shapes[len(result.timing)]), request.seed
+    else:
+        return ""
+    located = locate(LocateRequest(request.impl_dir, request.track, request.step, request.arch,
+                                   request.sm_count, shape, seed))
+    header = f"\n  where it hangs (debug build at {format_shape(shape)}, each wait bounded at {BOUND_S} s):"
+    return header + "".join(f"\n  {line}" for line in explain(located))
+
+
+# ---- make debug ----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.locator", description="Build a step's debug build "
+                                     "(bounded mbarrier waits); run it on a GPU, or show the barriers it watches.")
+    parser.add_argument("--step")
+    parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
+    parser.add_argument("--track", default="auto")
+    parser.add_argument("--arch", default="auto")
+    parser.add_argument("--shape", help="MxNxK (default: the step's second correctness shape)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--request", nargs=2, metavar=("REQUEST", "RESULT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.request:
+        request = json.loads(Path(args.request[0]).read_text())
+        request["shape"] = tuple(request["shape"])
+        result = _run_debug(LocateRequest(**request))
+        written = Path(args.request[1] + ".part")
+        written.write_text(json.dumps(asdict(result)))
+        written.rename(args.request[1])  # whole or not at all, should the exit below be killed
+        os._exit(0)  # a kernel still running must not hold the process at exit
+    return _debug_command(args)
+
+
+def _debug_command(args: argparse.Namespace) -> int:
+    from grader.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
+    from grader.steps import DEFAULT_SM_COUNT
+
+    gpu_name, gpu_arch, sm_count = detect_gpu()
+    try:
+        if args.step is None or not args.step.isdigit():
+            raise UsageError("give one step: STEP=1..10")
+        arch, track = resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
+        (spec,) = select_steps(args.step, track, build.REPO_ROOT / args.impl / track)
+        shapes = spec.correctness_shapes
+        shape = parse_shape(args.shape) if args.shape else shapes[min(1, len(shapes) - 1)]
+        if spec.shapes.violation(shape):
+            raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
+    except UsageError as err:
+        print(f"debug: {err}", file=sys.stderr)
+        return 2
+    sm_count = sm_count if gpu_arch else DEFAULT_SM_COUNT[arch]
+    where = f"step {spec.number} ({args.impl}/{track}) at {format_shape(shape)} for {arch}"
+    try:
+        factory = build.kernel_factory(build.REPO_ROOT / args.impl, track, spec)
+        if not gpu_arch:
+            debug = build_debug(factory, spec, shape, arch, sm_count, records_address=0)
+            compile_cubin(debug.cuda_source, arch)
+    except (build.StepNotImplemented, build.BuildFailed) as err:
+        print(f"step {spec.number}: {err}", file=sys.stderr)
+        return 1
+    if not gpu_arch:
+        print(f"debug build of {where}: built (nvcc -cubin); every mbarrier wait gives up after {BOUND_S} s")
+        print("\n".join(format_barrier_map(debug.barriers)))
+        print("no GPU here that runs it: nothing was run")
+        return 0
+    located = locate(LocateRequest(str(build.REPO_ROOT / args.impl), track, spec.number, arch, sm_count, shape,
+                                   args.seed))
+    barriers = [Barrier(**{**b, "wait_lines": tuple(b["wait_lines"])}) for b in located.barriers]
+    print(f"debug run of {where} on {gpu_name}; every mbarrier wait gives up after {BOUND_S} s")
+    print("\n".join(format_barrier_map(barriers)))
+    if located.finished and not located.records and not located.error:
+        print("the kernel finished and no wait gave up: no deadlock at this shape")
+        return 0
+    print("\n".join(explain(located)))
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
