@@ -214,10 +214,10 @@ def hgemm_v9(M, N, K, sm_count):
                 mma2ld.wait(0, wb_state.phase)
                 wb_state.advance()
                 T.ptx.tcgen05.fence__after_thread_sync()
-                # >>> TODO 9.9: the pair's accumulator is 256 columns; release it to CTA 0
                 for c in T.unroll(MMA_N // EPI_N):
                     Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, c * EPI_N:(c + 1) * EPI_N])
                     T.ptx.tcgen05.wait__ld.sync.aligned()
+                    # >>> TODO 9.9: release the accumulator to CTA 0's MMA
                     if c == MMA_N // EPI_N - 1:
                         # all TMEM reads of this tile are done: CTA 0's MMA may overwrite it
                         T.ptx.tcgen05.fence__before_thread_sync()

@@ -87,9 +87,7 @@ def hgemm_v10(M, N, K, sm_count):
     WB_BARRIER = 1  # named barrier 1 + j for writeback warpgroup j (0 is the CTA barrier)
     CTA_GROUP = 2  # CTAs per cluster, and the tcgen05 cta_group
     MMA_M, MMA_N = BLK_M * CTA_GROUP, BLK_N * CTA_GROUP  # one MMA for the pair: 256 x 256
-    # >>> TODO 10.1: two consumers
     NUM_CONSUMER = 2  # MMA threads, accumulators and writeback warpgroups
-    # <<< TODO 10.1
     TILE_BYTES_ALL = (NUM_CONSUMER * BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one CTA's loads per K tile
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K))
@@ -115,10 +113,10 @@ def hgemm_v10(M, N, K, sm_count):
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=CTA_GROUP)  # takes the address slot
         tma2mma = TMABar(pool, PIPE_DEPTH)
         mma2tma = TCGen05Bar(pool, PIPE_DEPTH)
-        # >>> TODO 10.2: one accumulator hand-over pair per consumer
+        # >>> TODO 10.1: one accumulator hand-over pair per consumer
         mma2ld = TCGen05Bar(pool, NUM_CONSUMER)
         ld2mma = MBarrier(pool, NUM_CONSUMER)
-        # <<< TODO 10.2
+        # <<< TODO 10.1
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         Asmem = pool.alloc((PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
@@ -131,9 +129,9 @@ def hgemm_v10(M, N, K, sm_count):
 
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
         tma2mma.init(1)
-        # >>> TODO 10.3: stage s is free when both consumers' MMAs are done
+        # >>> TODO 10.2: stage s is free when both consumers' MMAs are done
         mma2tma.init(NUM_CONSUMER)
-        # <<< TODO 10.3
+        # <<< TODO 10.2
         mma2ld.init(1)
         ld2mma.init(WB_THREADS * CTA_GROUP)
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -144,6 +142,7 @@ def hgemm_v10(M, N, K, sm_count):
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
+        # >>> TODO 10.3: the scheduler walks 512x256 cluster tiles
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=M // (MMA_M * NUM_CONSUMER), num_n_tiles=N // MMA_N,
             l2_group_size=8, num_clusters=sm_count // CTA_GROUP)
@@ -151,6 +150,7 @@ def hgemm_v10(M, N, K, sm_count):
         m_st = T.meta_var((tile_scheduler.m_idx * NUM_CONSUMER * CTA_GROUP + cbx) * BLK_M)  # + j * 256
         n_st = T.meta_var((tile_scheduler.n_idx * CTA_GROUP + cbx) * BLK_N)
         d_n_st = T.meta_var(tile_scheduler.n_idx * MMA_N)
+        # <<< TODO 10.3
 
         # ---- TMA producer: warpgroup 2, warp 3, one thread, in each CTA ----
         # >>> TODO 10.4: the producer moves to warpgroup 2 and loads one A tile per consumer
