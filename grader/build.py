@@ -34,6 +34,7 @@ class Artifacts:
     sass: str
     grid: tuple[int, int, int]
     threads_per_cta: int
+    cluster: tuple[int, int, int]  # CTAs per cluster along x, y, z; (1, 1, 1) without clusters
     shared_fp16_buffers: list[tuple[int, ...]]  # shapes of the fp16 buffers placed in shared memory
     has_tile_loop: bool
     seconds: float
@@ -103,6 +104,7 @@ def build(factory: Callable[..., Any], spec: StepSpec, shape: Shape, arch: str, 
         sass=sass,
         grid=_launch_extents(lowered, ("blockIdx.x", "blockIdx.y", "blockIdx.z")),
         threads_per_cta=_launch_extents(lowered, ("threadIdx.x", "threadIdx.y", "threadIdx.z"))[0],
+        cluster=_launch_extents(lowered, ("clusterCtaIdx.x", "clusterCtaIdx.y", "clusterCtaIdx.z")),
         shared_fp16_buffers=_shared_fp16_buffers(prim_func.script()),
         has_tile_loop=re.search(r"^\s*while\b", lowered, re.MULTILINE) is not None,
         seconds=time.perf_counter() - start,

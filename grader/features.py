@@ -6,6 +6,8 @@ that skips the step's technique fails here even when its numbers are right.
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -109,6 +111,134 @@ CHECKS: dict[str, dict[int, list[Check]]] = {
     },
 }
 
+
+
+# ---- Blackwell steps 7-10: warp roles, deeper pipeline, CTA pair, two consumers ----
+# Which warps issue an operation is read off the generated CUDA: the `if` conditions around each
+# call, evaluated for every warp of the CTA. Conditions that do not depend on the warp index
+# (elect_sync, the cluster rank, loop bounds) count as true: they narrow lanes or CTAs, not warps.
+
+_TMA_LOAD_CALL = re.compile(r"cp_async_bulk_tensor_g2s|cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global")
+_MMA_CALL = re.compile(r"tcgen05_mma|tcgen05\.mma")
+_TMEM_LOAD_CALL = re.compile(r"tcgen05_ld_|tcgen05\.ld\.")
+
+
+def _kernel_body(source: str) -> list[str]:
+    lines = source.splitlines()
+    start = next((i for i, line in enumerate(lines) if "__global__" in line and line.rstrip().endswith("{")), None)
+    return [] if start is None else lines[start + 1 :]
+
+
+_C_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod, ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.RShift: operator.rshift,
+    ast.LShift: lambda a, b: a << min(b, 64), ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
+    ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+}
+
+
+def _evaluate(node: ast.AST) -> int:
+    """Integer arithmetic and comparisons only; anything else raises ValueError."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _C_OPERATORS:
+        return _C_OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return int(not _evaluate(node.operand))
+    if isinstance(node, ast.BoolOp):
+        values = [_evaluate(value) for value in node.values]
+        return int(all(values) if isinstance(node.op, ast.And) else any(values))
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _C_OPERATORS:
+        return int(_C_OPERATORS[type(node.ops[0])](_evaluate(node.left), _evaluate(node.comparators[0])))
+    raise ValueError("not warp-index arithmetic")
+
+
+def _holds_for_warp(condition: str, warp: int) -> bool:
+    """A C condition on warp_id_in_cta, for one warp; a condition on anything else counts as true."""
+    if "warp_id_in_cta" not in condition:
+        return True
+    expression = re.sub(r"\(\s*(?:int|uint|bool)\s*\)", "", condition).replace("warp_id_in_cta", str(warp))
+    expression = expression.replace("&&", " and ").replace("||", " or ").replace("/", "//")
+    expression = re.sub(r"!(?!=)", " not ", expression)
+    try:
+        return bool(_evaluate(ast.parse(expression, mode="eval").body))
+    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
+        return True
+
+
+def _issuing_warps(art: Artifacts, call: re.Pattern) -> set[int]:
+    """The warps of the CTA that can reach a line matching `call` inside the kernel body."""
+    warps = range(max(art.threads_per_cta // 32, 1))
+    issuing: set[int] = set()
+    stack: list[str | None] = []  # the condition each open brace was entered under
+    for line in _kernel_body(art.cuda_source):
+        if call.search(line):
+            issuing.update(w for w in warps if all(_holds_for_warp(c, w) for c in stack if c))
+        text = line.strip()
+        for index, char in enumerate(text):
+            if char == "}":
+                closed = stack.pop() if stack else None
+                if text[index:].startswith("} else {"):
+                    stack.append(f"!({closed})" if closed else None)
+            elif char == "{" and not text[:index].rstrip().endswith("else"):
+                found = re.match(r"(?:\}\s*else\s+)?if \((.*)\)\s*$", text[:index].strip())
+                stack.append(found.group(1) if found else None)
+    return issuing
+
+
+def _separate_roles(art: Artifacts, _: Launch) -> bool:
+    """TMA loads, MMAs and TMEM loads are issued by three disjoint, non-empty sets of warps."""
+    roles = [_issuing_warps(art, call) for call in (_TMA_LOAD_CALL, _MMA_CALL, _TMEM_LOAD_CALL)]
+    return all(roles) and all(not (a & b) for i, a in enumerate(roles) for b in roles[i + 1 :])
+
+
+def _stages_at_least(stages: int) -> Callable[[Artifacts, Launch], bool]:
+    """A and B each live in a shared buffer of (stages, ..., 128, 64) with at least `stages` stages."""
+
+    def passes(art: Artifacts, _: Launch) -> bool:
+        staged = [s for s in art.shared_fp16_buffers if len(s) >= 3 and s[0] >= stages and s[-2:] == (128, 64)]
+        return len(staged) >= 2
+
+    return passes
+
+
+def _threads(count: int) -> Callable[[Artifacts, Launch], bool]:
+    return lambda art, _: art.threads_per_cta == count
+
+
+THREADS_256 = Check("256 threads per CTA (two warpgroups)", _threads(256), "declare T.warpgroup_id([2])")
+THREADS_384 = Check("384 threads per CTA (three warpgroups)", _threads(384), "declare T.warpgroup_id([3])")
+WARP_ROLES = Check(
+    "TMA loads, MMAs and TMEM loads issued by different warps",
+    _separate_roles,
+    "give each role its own branch on the warpgroup / warp id (producer, MMA, writeback)",
+)
+FOUR_STAGES = Check(
+    "A and B staged in >= 4 shared-memory buffers", _stages_at_least(4), "PIPE_DEPTH = 4 stages of A and B"
+)
+CLUSTER_PAIR = Check(
+    "clusters of 2 CTAs", lambda art, _: art.cluster == (2, 1, 1), "declare T.cta_id_in_cluster([2, 1])"
+)
+PAIR_MMA = Check(
+    "tcgen05.mma.cta_group::2 (one MMA for the CTA pair)",
+    _ptx(r"tcgen05\.mma\.cta_group::2"),
+    "Tx.gemm_async(..., cta_group=2), issued by CTA 0 of the pair",
+)
+TWO_MMA_ISSUERS = Check(
+    "MMAs issued by two warps",
+    lambda art, _: len(_issuing_warps(art, _MMA_CALL)) >= 2,
+    "one MMA warp per consumer, each into its own TMEM columns",
+)
+
+_WARP_SPECIALIZED = _BLACKWELL_MMA + _TMA + [GRID_SMS, TILE_LOOP, WARP_ROLES]
+CHECKS["blackwell"].update(
+    {
+        7: _WARP_SPECIALIZED + [TWO_STAGES, THREADS_256],
+        8: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_256],
+        9: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_256, CLUSTER_PAIR, PAIR_MMA],
+        10: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
+    }
+)
 
 @dataclass
 class CheckResult:

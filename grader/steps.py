@@ -136,8 +136,8 @@ STEPS: dict[str, dict[int, StepSpec]] = {
 # Blackwell GPU has run this course's kernels, so these floors are estimates, not measurements.
 SPEED_FLOORS: dict[str, dict[int, float]] = {
     "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.28},
-    "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2},
-    "sm_103a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2},
+    "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4},
+    "sm_103a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4},
 }
 
 # Pass rule with a reference solution: the student's kernel may take at most this many times the

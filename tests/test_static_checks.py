@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from conftest import REPO, TRACK_ARCH, build_step, present_steps
@@ -67,6 +69,32 @@ def test_previous_step_kernel_lacks_this_steps_features(track, step):
     artifacts = build_step(REPO / "solutions", track, step - 1, shape=shape)
     assert _failed(track, step, artifacts, shape, TRACK_ARCH[track]) == NEW_FEATURES[step]
 
+
+# Blackwell steps 7-10 differ from their Hopper twins, so their new features are listed per track.
+BLACKWELL_NEW_FEATURES = {
+    7: {features.WARP_ROLES.name, features.THREADS_256.name},
+    8: {features.FOUR_STAGES.name},
+    9: {features.CLUSTER_PAIR.name, features.PAIR_MMA.name},
+    10: {features.THREADS_384.name, features.TWO_MMA_ISSUERS.name},
+}
+
+
+@pytest.mark.parametrize("step", sorted(BLACKWELL_NEW_FEATURES))
+def test_previous_blackwell_kernel_lacks_this_steps_features(step):
+    _need("blackwell", step - 1, step)
+    shape = _largest("blackwell", step)
+    artifacts = build_step(REPO / "solutions", "blackwell", step - 1, shape=shape)
+    assert _failed("blackwell", step, artifacts, shape, "sm_100a") == BLACKWELL_NEW_FEATURES[step]
+
+
+def test_role_check_rejects_mma_and_writeback_in_one_warp():
+    """Step 7's kernel with the writeback moved into the MMA warp fails only the role check."""
+    _need("blackwell", 7)
+    artifacts = build_step(REPO / "solutions", "blackwell", 7)
+    source = artifacts.cuda_source.replace("if ((warp_id_in_cta >> 2) == 0)", "if (warp_id_in_cta == 4)", 1)
+    assert source != artifacts.cuda_source
+    merged = dataclasses.replace(artifacts, cuda_source=source)
+    assert _failed("blackwell", 7, merged, _largest("blackwell", 7), "sm_100a") == {features.WARP_ROLES.name}
 
 @pytest.mark.parametrize("track", list(TRACK_ARCH))
 def test_grid_check_rejects_a_persistent_kernel_as_one_cta_per_tile(track):
