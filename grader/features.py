@@ -161,7 +161,7 @@ def _holds_for_warp(condition: str, warp: int) -> bool:
     expression = expression.replace("&&", " and ").replace("||", " or ").replace("/", "//")
     expression = re.sub(r"!(?!=)", " not ", expression)
     try:
-        return bool(_evaluate(ast.parse(expression, mode="eval").body))
+        return bool(_evaluate(ast.parse(expression.strip(), mode="eval").body))
     except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
         return True
 
@@ -193,10 +193,12 @@ def _separate_roles(art: Artifacts, _: Launch) -> bool:
 
 
 def _stages_at_least(stages: int) -> Callable[[Artifacts, Launch], bool]:
-    """A and B each live in a shared buffer of (stages, ..., 128, 64) with at least `stages` stages."""
+    """A and B each live in a shared buffer of (stages, ..., 128 or 256 rows, 64) with at least `stages` stages."""
 
     def passes(art: Artifacts, _: Launch) -> bool:
-        staged = [s for s in art.shared_fp16_buffers if len(s) >= 3 and s[0] >= stages and s[-2:] == (128, 64)]
+        staged = [
+            s for s in art.shared_fp16_buffers if len(s) >= 3 and s[0] >= stages and s[-2] in (128, 256) and s[-1] == 64
+        ]
         return len(staged) >= 2
 
     return passes
@@ -239,6 +241,57 @@ CHECKS["blackwell"].update(
         10: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
     }
 )
+
+
+# ---- Hopper steps 7-10: producer/consumer warpgroups, setmaxnreg, deeper pipeline, multicast, two consumers ----
+_WGMMA_CALL = re.compile(r"wgmma\.mma_async|ptx_wgmma_\w*mma_async")
+
+
+def _producer_and_consumers(art: Artifacts, _: Launch) -> bool:
+    """TMA loads and wgmmas are issued by disjoint, non-empty sets of warps."""
+    loaders, multipliers = _issuing_warps(art, _TMA_LOAD_CALL), _issuing_warps(art, _WGMMA_CALL)
+    return bool(loaders) and bool(multipliers) and not (loaders & multipliers)
+
+
+def _two_consumer_warpgroups(art: Artifacts, _: Launch) -> bool:
+    return len({warp // 4 for warp in _issuing_warps(art, _WGMMA_CALL)}) >= 2
+
+
+SETMAXREG = Check(
+    "setmaxnreg in effect (USETMAXREG)",
+    _sass(r"\bUSETMAXREG\b"),
+    "setmaxnreg.dec in the producer, .inc in the consumer(s), and T.attr({\"tirx.launch_bounds_min_blocks_per_sm\": 1}) "
+    "after T.device_entry(): without a register cap at entry ptxas drops setmaxnreg (warning C7508)",
+)
+PRODUCER_CONSUMER = Check(
+    "TMA loads and wgmmas issued by different warpgroups",
+    _producer_and_consumers,
+    "a producer branch (one elected thread issues the TMA) and a consumer branch (issues wgmma) on the warpgroup id",
+)
+MULTICAST_TMA = Check(
+    "multicast TMA load (UTMALDG...MULTICAST)",
+    _sass(r"\bUTMALDG\.\w+\.MULTICAST\b"),
+    "load this CTA's part of the shared operand with Tx.copy_async(..., cta_mask=0b11)",
+)
+WGMMA_256 = Check(
+    "wgmma m64n256k16 (HGMMA.64x256x16)", _sass(r"\bHGMMA\.64x256x16\.F32"), "issue wgmma_64x256x16 per consumer"
+)
+TWO_CONSUMERS = Check(
+    "wgmmas issued by two consumer warpgroups",
+    _two_consumer_warpgroups,
+    "two consumer warpgroups (T.warpgroup_id([3])), each multiplying its own rows",
+)
+
+_HOPPER_SPECIALIZED = _TMA + [GRID_SMS, TILE_LOOP, SETMAXREG, PRODUCER_CONSUMER]
+CHECKS["hopper"].update(
+    {
+        7: [WGMMA] + _HOPPER_SPECIALIZED + [TWO_STAGES, THREADS_256],
+        8: [WGMMA] + _HOPPER_SPECIALIZED + [FOUR_STAGES, THREADS_256],
+        9: [WGMMA] + _HOPPER_SPECIALIZED + [FOUR_STAGES, THREADS_256, CLUSTER_PAIR, MULTICAST_TMA],
+        10: [WGMMA_256] + _HOPPER_SPECIALIZED + [FOUR_STAGES, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS],
+    }
+)
+
 
 @dataclass
 class CheckResult:

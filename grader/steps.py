@@ -135,7 +135,7 @@ STEPS: dict[str, dict[int, StepSpec]] = {
 # sm_100a / sm_103a: half of the public B200 figures in docs/blackwell-expected-speed.md; no
 # Blackwell GPU has run this course's kernels, so these floors are estimates, not measurements.
 SPEED_FLOORS: dict[str, dict[int, float]] = {
-    "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.28},
+    "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.28, 7: 0.29, 8: 0.44, 9: 0.42, 10: 0.48},
     "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4},
     "sm_103a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4},
 }

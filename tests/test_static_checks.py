@@ -87,6 +87,34 @@ def test_previous_blackwell_kernel_lacks_this_steps_features(step):
     assert _failed("blackwell", step, artifacts, shape, "sm_100a") == BLACKWELL_NEW_FEATURES[step]
 
 
+HOPPER_NEW_FEATURES = {
+    7: {features.SETMAXREG.name, features.PRODUCER_CONSUMER.name, features.THREADS_256.name},
+    8: {features.FOUR_STAGES.name},
+    9: {features.CLUSTER_PAIR.name, features.MULTICAST_TMA.name},
+    10: {features.WGMMA_256.name, features.THREADS_384.name, features.TWO_CONSUMERS.name},
+}
+
+
+@pytest.mark.parametrize("step", sorted(HOPPER_NEW_FEATURES))
+def test_previous_hopper_kernel_lacks_this_steps_features(step):
+    _need("hopper", step - 1, step)
+    shape = _largest("hopper", step)
+    artifacts = build_step(REPO / "solutions", "hopper", step - 1, shape=shape)
+    assert _failed("hopper", step, artifacts, shape, "sm_90a") == HOPPER_NEW_FEATURES[step]
+
+
+def test_setmaxnreg_check_fails_without_a_register_cap_at_entry(tmp_path):
+    """Without launch_bounds_min_blocks_per_sm, ptxas ignores setmaxnreg (C7508): the check must see it."""
+    _need("hopper", 7)
+    source = (REPO / "solutions" / "hopper" / "step07_warp_specialization.py").read_text()
+    uncapped = source.replace('        T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})\n', "")
+    assert uncapped != source
+    (tmp_path / "hopper").mkdir()
+    (tmp_path / "hopper" / "step07_warp_specialization.py").write_text(uncapped)
+    artifacts = build_step(tmp_path, "hopper", 7)
+    assert _failed("hopper", 7, artifacts, _largest("hopper", 7), "sm_90a") == {features.SETMAXREG.name}
+
+
 def test_role_check_rejects_mma_and_writeback_in_one_warp():
     """Step 7's kernel with the writeback moved into the MMA warp fails only the role check."""
     _need("blackwell", 7)
