@@ -22,7 +22,7 @@ PIP_SOURCE = $(if $(WHEELS),--no-index --find-links $(WHEELS))
 ENV_READY = $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.ready)
 GRADER_ARGS = --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH) $(foreach s,$(SHAPES),--shape $(s))
 
-.PHONY: help setup grade hint inspect debug sanitize test wheelhouse clean
+.PHONY: help setup grade hint inspect debug sanitize bench test wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
@@ -31,6 +31,7 @@ help:
 	@echo "make inspect STEP=5 [IMPL=...] [TRACK=...]   generated CUDA + the features found in it (no GPU needed)"
 	@echo "make debug STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  which warp waits on which barrier when a step hangs (GPU; without one: the barrier map)"
 	@echo "make sanitize STEP=5 [IMPL=...] [SHAPES=...]  run the step once under compute-sanitizer racecheck + synccheck (GPU)"
+	@echo "make bench [BENCH_OUT=reports/bench]         every reference step vs cuBLAS at 5 shapes: .md, .json, .png (GPU)"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
 	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
 	@echo "make wheelhouse                              download every wheel into ./wheelhouse for an offline setup"
@@ -68,6 +69,9 @@ SANITIZE_RUN = $(PYTHON) -m grader.run_kernel --step $(STEP) --impl $(IMPL) $(if
 sanitize: $(ENV_READY)
 	compute-sanitizer --tool racecheck --error-exitcode 1 $(SANITIZE_RUN)
 	compute-sanitizer --tool synccheck --error-exitcode 1 $(SANITIZE_RUN)
+
+bench: $(ENV_READY)
+	$(PYTHON) -m grader.bench $(if $(BENCH_OUT),--out '$(BENCH_OUT)')
 
 test: $(ENV_READY)
 	$(PYTHON) -m pytest tests

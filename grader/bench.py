@@ -1,0 +1,167 @@
+"""`make bench`: the speed ladder of the reference solutions against cuBLAS, on the GPU here.
+
+For each shape, every step that supports it is built and timed together with cuBLAS in one
+interleaved run (the grader's timing: CUDA events per call, L2 flushed, median), so each ratio
+comes from one run under one clock and power state. Each timed output is then checked against
+the fp32 reference: a fast wrong kernel is reported as wrong, not as fast.
+Writes OUT.md (table), OUT.json and OUT.png (TFLOP/s per step, cuBLAS as a line per shape).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from grader.build import REPO_ROOT
+from grader.steps import STEPS, Shape, format_shape
+
+BENCH_SHAPES: tuple[Shape, ...] = (
+    (2048, 2048, 2048),
+    (4096, 4096, 4096),
+    (8192, 8192, 8192),
+    (8192, 4096, 1024),  # small K: the epilogue and the pipeline's fill weigh more
+    (4096, 4096, 16384),  # large K: the main loop is everything
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.bench", description=__doc__)
+    parser.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench"), help="path prefix of the .md/.json/.png")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from grader.cli import detect_gpu, resolve_arch_and_track
+
+    gpu_name, gpu_arch, sm_count = detect_gpu()
+    if gpu_arch is None:
+        print("bench: needs a Hopper or Blackwell GPU (it times the reference solutions against cuBLAS)", file=sys.stderr)
+        return 2
+    arch, track = resolve_arch_and_track("auto", "auto", gpu_name, gpu_arch)
+    solutions = REPO_ROOT / "solutions"
+    steps = [spec for spec in STEPS[track].values() if (solutions / track / spec.file_name).exists()]
+
+    rows = []
+    for shape in BENCH_SHAPES:
+        runnable = [spec for spec in steps if spec.shapes.violation(shape) is None]
+        rows.extend(_bench_shape(shape, runnable, track, arch, sm_count))
+
+    command = "make bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    payload = {
+        "gpu": gpu_name,
+        "driver": _driver_version(),
+        "torch": torch.__version__,
+        "track": track,
+        "date": datetime.date.today().isoformat(),
+        "command": command.strip(),
+        "rows": rows,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(payload))
+    draw(payload, out.with_suffix(".png"))
+    print(markdown(payload))
+    print(f"written: {out}.md, {out}.json, {out}.png")
+    return 0 if all(row["correct"] for row in rows) else 1
+
+
+def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int) -> list[dict]:
+    import torch
+
+    from grader import build, diagnosis, timing
+    from grader.gpu import random_inputs
+
+    solutions = REPO_ROOT / "solutions"
+    a, b = random_inputs(shape, seed=sum(shape))
+    outputs, calls = {}, {}
+    for spec in specs:
+        print(f"bench: building step {spec.number} at {format_shape(shape)}", file=sys.stderr, flush=True)
+        factory = build.kernel_factory(solutions, track, spec)
+        kernel = build.compile_module(build.make_prim_func(factory, spec, shape, sm_count), arch)
+        out = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
+        outputs[spec.number] = out
+        calls[spec.number] = lambda kernel=kernel, out=out: kernel(a, b, out)
+    cublas_out = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
+    calls["cublas"] = lambda: torch.matmul(a, b.T, out=cublas_out)
+    print(f"bench: timing {len(specs)} steps and cuBLAS at {format_shape(shape)}", file=sys.stderr, flush=True)
+    ms = timing.median_ms_interleaved(calls)
+    reference = diagnosis.reference(a, b)
+    return [
+        {
+            "step": number,
+            "shape": list(shape),
+            "kernel_ms": ms[number],
+            "cublas_ms": ms["cublas"],
+            "correct": diagnosis.compare(outputs[number], reference).passed,
+        }
+        for number in outputs
+    ]
+
+
+def _driver_version() -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
+
+
+def tflops(row: dict, key: str) -> float:
+    m, n, k = row["shape"]
+    return 2 * m * n * k / (row[key] * 1e-3) / 1e12
+
+
+def markdown(payload: dict) -> str:
+    lines = [
+        f"# Speed ladder: {payload['track']} reference solutions vs cuBLAS",
+        "",
+        f"{payload['gpu']}, driver {payload['driver']}, torch {payload['torch']}, {payload['date']}; "
+        f"`{payload['command']}`. Per shape, all steps and cuBLAS (`torch.matmul`) were timed in one "
+        "interleaved run: CUDA events per call, L2 flushed before each call, median. "
+        "Ratio = cuBLAS time / kernel time.",
+        "",
+        "| step | shape (M x N x K) | kernel ms | TFLOP/s | cuBLAS ms | cuBLAS TFLOP/s | ratio | correct |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in payload["rows"]:
+        lines.append(
+            f"| {row['step']} | {format_shape(tuple(row['shape']))} | {row['kernel_ms']:.4f} | "
+            f"{tflops(row, 'kernel_ms'):.1f} | {row['cublas_ms']:.4f} | {tflops(row, 'cublas_ms'):.1f} | "
+            f"{row['cublas_ms'] / row['kernel_ms']:.3f}x | {'yes' if row['correct'] else 'NO'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def draw(payload: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(9, 5.5))
+    shapes = sorted({tuple(row["shape"]) for row in payload["rows"]}, key=lambda s: s[0] * s[1] * s[2])
+    for index, shape in enumerate(shapes):
+        color = f"C{index}"
+        rows = sorted((row for row in payload["rows"] if tuple(row["shape"]) == shape), key=lambda r: r["step"])
+        steps = [row["step"] for row in rows]
+        axes.plot(steps, [tflops(row, "kernel_ms") for row in rows], "o-", color=color, label=format_shape(shape))
+        axes.axhline(tflops(rows[0], "cublas_ms"), color=color, linestyle="--", linewidth=1)
+    axes.set_xlabel("step")
+    axes.set_ylabel("TFLOP/s")
+    axes.set_xticks(sorted({row["step"] for row in payload["rows"]}))
+    axes.set_title(f"{payload['track']} ladder on {payload['gpu']} ({payload['date']}); dashed: cuBLAS")
+    axes.legend(title="M x N x K", fontsize=8)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
