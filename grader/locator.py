@@ -26,9 +26,10 @@ each thread writes at most one record, and a full buffer is flagged, never silen
 What is read from the barrier: its current phase parity with `mbarrier.test_wait.parity`
 (documented), and its pending arrival count with `mbarrier.pending_count` applied to the barrier's
 64-bit word read by `ld.shared`. The PTX ISA documents pending_count only for the opaque state that
-`mbarrier.arrive` returns; that the word in shared memory has the same encoding is an assumption
-(ptxas 13.0 compiles pending_count to bits 43-62 for sm_90a, sm_100a and sm_103a alike). The raw
-word is kept in the JSON record.
+`mbarrier.arrive` returns, and on an H100 (2026-11-23) the word in shared memory does NOT decode
+that way (a barrier with 1 of 32 arrivals pending read as 1048576). So a count is shown only when it
+is plausible (at most the barrier's init count), and otherwise the report says it could not be read;
+the raw word is kept in the JSON record.
 """
 
 from __future__ import annotations
@@ -381,7 +382,15 @@ def _who(threads: set[int]) -> str:
     return f"{noun} {warps} (threads {_ranges(threads)})"
 
 
-def _meaning(pending: int, init_count: int | None) -> str:
+def _readable_pending(pending: int, init_count: int | None) -> int | None:
+    """The pending count, if the raw word plausibly held one (see the module docstring), else None."""
+    return pending if init_count is not None and 0 <= pending <= init_count else None
+
+
+def _meaning(pending: int | None, init_count: int | None) -> str:
+    if pending is None:
+        return ("the phase never completed: compare who arrives on this barrier (and how many bytes its TMA "
+                "loads deliver) with its init count, its expect_tx bytes and the phases each side waits for")
     if pending == 0:
         return ("every arrival came but the transaction bytes did not: the expect_tx byte count is larger than "
                 "what the TMA loads into this barrier deliver, or a load never signals it (copy_async without "
@@ -417,18 +426,19 @@ def summarize(records: list[Record], barriers: list[Barrier], max_groups: int = 
         for cta, threads in threads_by_cta.items():
             by_pattern.setdefault(_who(threads), []).append(cta)
         where = "; ".join(f"CTA {_ranges(ctas)}, {who}" for who, ctas in by_pattern.items())
-        of_count = f" of {init}" if init is not None else ""
-        plural = "" if first.pending == 1 else "s"
-        state = (
-            f"it is still in phase {first.phase} with {first.pending}{of_count} pending arrival{plural}"
-            if first.current_parity == first.phase
-            else f"it had just moved on to phase {first.current_parity} as the wait gave up"
-        )
+        pending = _readable_pending(first.pending, init)
+        if first.current_parity != first.phase:
+            state = f"it had just moved on to phase {first.current_parity} as the wait gave up"
+        elif pending is None:
+            state = f"it is still in phase {first.phase} (its pending arrival count could not be read)"
+        else:
+            plural = "" if pending == 1 else "s"
+            state = f"it is still in phase {first.phase} with {pending} of {init} pending arrival{plural}"
         lines.append(
             f"{where}: waited on {name} for phase {first.phase} to complete "
             f"(line {first.line} of the generated CUDA); {state}"
         )
-        lines.append(f"  usually: {_meaning(first.pending, init)}")
+        lines.append(f"  usually: {_meaning(pending, init)}")
     if len(ordered) > max_groups:
         later = sum(len(g) for g in ordered[max_groups:])
         lines.append(f"({later} later waits gave up too, most likely as a consequence of the ones above)")

@@ -89,11 +89,11 @@ def test_the_barrier_map_of_hopper_step_5():
 def test_the_barrier_map_of_blackwell_step_5():
     barriers = _debug_build("blackwell", 5, "sm_100a").barriers
     assert [(b.label, b.offset, b.init_count) for b in barriers] == [
-        ("tma_bar[0]", 8, 1),
-        ("tma_bar[1]", 16, 1),
-        ("mma_bar[0]", 24, 1),
+        ("mma_bar[0]", 8, 1),
+        ("tma_bar[0]", 16, 1),
+        ("tma_bar[1]", 24, 1),
     ]
-    assert len(barriers[2].wait_lines) == 2  # the MMA barrier is waited on in both stages of the loop
+    assert len(barriers[0].wait_lines) == 2  # the MMA barrier is waited on in both stages of the loop
 
 
 def test_the_barrier_map_reads_init_counts_from_the_kernel(tmp_path):
@@ -172,7 +172,14 @@ def test_a_wait_on_memory_that_is_no_barrier_says_so_and_a_full_buffer_is_flagge
     assert overflowed
     line = locator.summarize(records, BARRIERS)[0]
     assert "shared memory +0x40 (no mbarrier of the kernel)" in line
-    assert "with 0 pending arrivals" in line
+    assert "its pending arrival count could not be read" in line  # no init count to judge the raw word by
+
+
+def test_a_pending_count_beyond_the_init_count_is_not_reported():
+    """On an H100 the raw barrier word of a barrier with 1 of 32 arrivals pending read as 1048576."""
+    records, _ = locator.decode(_words([_stuck(2, 32, 0, 0, 1048576, start=1)]))
+    lines = locator.summarize(records, BARRIERS)
+    assert "could not be read" in lines[0] and "1048576" not in "\n".join(lines)
 
 
 def test_make_debug_without_a_gpu_builds_and_prints_the_barrier_map():
