@@ -8,7 +8,9 @@ once per CTA, so their phases run on across tiles instead of restarting at 0.
 Expect this step to be slower than step 5 on an H100 (430 against 660 TFLOP/s at 4096^3, measured
 in one run: docs/measurements.md). Step 5 fits two CTAs on each SM, and while one waits for its
 TMA loads the other computes; here one CTA per SM with two stages waits for each K tile's load
-itself. Persistence pays off once a second role can load while the MMA computes: steps 7 and 8.
+itself. Persistence pays off once a second role loads while the MMA computes and the ring is
+deep enough to cover the load latency: step 7 alone gains 2% (441 TFLOP/s, two stages), step 8
+reaches 0.94x cuBLAS (six stages, one wgmma group in flight); measured in one H100 run.
 """
 
 import tvm
