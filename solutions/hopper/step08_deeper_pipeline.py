@@ -139,7 +139,9 @@ def hgemm_v8(M, N, K, sm_count):
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consume = PipelineState(PIPE_DEPTH, 0)
+            # >>> TODO 8.1: a second state, one K tile behind
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
+            # <<< TODO 8.1
             acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
@@ -154,6 +156,7 @@ def hgemm_v8(M, N, K, sm_count):
                         wgmma_128x128x16(acc, desc_a[0] + stage_offset, desc_b[0] + stage_offset, kk,
                                          k * (BLK_K // MMA_K) + kk != 0)
                     T.ptx.wgmma.commit_group.sync.aligned()
+                    # >>> TODO 8.2: keep one wgmma group in flight, release the previous stage
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
                     if k > 0:
@@ -161,12 +164,15 @@ def hgemm_v8(M, N, K, sm_count):
                             if lane_id == 0:
                                 mma2tma.arrive(release.stage)
                         release.advance()
+                    # <<< TODO 8.2
                     consume.advance()
+                # >>> TODO 8.3: drain: retire the last group, release the last stage
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if warp_id == 0:
                     if lane_id == 0:
                         mma2tma.arrive(release.stage)
                 release.advance()
+                # <<< TODO 8.3
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
