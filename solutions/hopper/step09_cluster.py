@@ -107,7 +107,9 @@ def hgemm_v9(M, N, K, sm_count):
         T.device_entry()
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
+        # >>> TODO 9.1: this CTA's rank in the cluster
         rank = T.cta_id_in_cluster([CLUSTER])
+        # <<< TODO 9.1
         wg_id = T.warpgroup_id([2])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -124,17 +126,23 @@ def hgemm_v9(M, N, K, sm_count):
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
         tma2mma.init(1)
+        # >>> TODO 9.2: the empty ring counts both CTAs' releases
         mma2tma.init(CLUSTER)
+        # <<< TODO 9.2
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
+        # >>> TODO 9.3: publish the barriers to the whole cluster
         T.cuda.cluster_sync()
+        # <<< TODO 9.3
 
         # ---- tile scheduler over 256x128 cluster tiles: both CTAs of a cluster get the same ----
+        # >>> TODO 9.4: the scheduler over cluster tiles and this CTA's rows
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=M // (CLUSTER * BLK_M), num_n_tiles=N // BLK_N,
             l2_group_size=8, num_clusters=sm_count // CLUSTER)
         tile_scheduler.init(bx // CLUSTER)
         m_st = T.meta_var(tile_scheduler.m_idx * (CLUSTER * BLK_M) + rank * BLK_M)
+        # <<< TODO 9.4
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
 
         if wg_id == 0:
@@ -150,12 +158,14 @@ def hgemm_v9(M, N, K, sm_count):
                             Tx.copy_async(Asmem[produce.stage, :, :],
                                           A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_auto", mbar=tma2mma.ptr_to([produce.stage]))
+                            # >>> TODO 9.5: this CTA's half of B, multicast to both CTAs
                             # this CTA's half of the B tile, written into both CTAs' stage
                             Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
                                           B[n_st + rank * B_PART:n_st + (rank + 1) * B_PART,
                                             k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_auto", mbar=tma2mma.ptr_to([produce.stage]),
                                           cta_mask=(1 << CLUSTER) - 1)
+                            # <<< TODO 9.5
                             produce.advance()
                         tile_scheduler.next_tile()
         else:
@@ -182,15 +192,19 @@ def hgemm_v9(M, N, K, sm_count):
                     if k > 0:
                         if warp_id == 0:
                             if lane_id == 0:
+                                # >>> TODO 9.6: release the previous stage in both CTAs
                                 for peer in T.unroll(CLUSTER):
                                     mma2tma.arrive(release.stage, remote=peer)
+                                # <<< TODO 9.6
                         release.advance()
                     consume.advance()
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if warp_id == 0:
                     if lane_id == 0:
+                        # >>> TODO 9.7: release the last stage in both CTAs
                         for peer in T.unroll(CLUSTER):
                             mma2tma.arrive(release.stage, remote=peer)
+                        # <<< TODO 9.7
                 release.advance()
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
@@ -216,6 +230,8 @@ def hgemm_v9(M, N, K, sm_count):
                 T.ptx.cp.async_.bulk.wait_group(0)
 
         # no CTA leaves while its peer may still arrive on its barriers
+        # >>> TODO 9.8: no CTA leaves while its peer may still arrive
         T.cuda.cluster_sync()
+        # <<< TODO 9.8
 
     return kernel
