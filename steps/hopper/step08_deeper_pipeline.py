@@ -36,7 +36,7 @@ def hgemm_v8(M, N, K, sm_count):
         | barrier       | arrival count | who arrives                          | who waits          | starting phase |
         |---------------|---------------|--------------------------------------|--------------------|----------------|
         | tma2mma[s]    | 1 (each)      | producer's elected thread            | all 128 consumer   | consumer: 0    |
-        | s < 4 ("full")|               | (arrive.expect_tx, 32 KiB), then the | threads            |                |
+        | s < 6 ("full")|               | (arrive.expect_tx, 32 KiB), then the | threads            |                |
         |               |               | TMA engine's byte count              |                    |                |
         | mma2tma[s]    | 1 (each)      | consumer thread 0, after the         | producer's elected | producer: 1    |
         | ("empty")     |               | wait_group that retires stage s's    | thread             | (passes at     |
@@ -51,6 +51,9 @@ def hgemm_v8(M, N, K, sm_count):
     warpgroup-wide wgmma that every consumer warp issues after its wait.
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
+
+    Stages, measured on an H100 at 4096^3 (one run, interleaved with cuBLAS): 4 stages 0.90x
+    cuBLAS, 6 stages 0.94x; step 7's two stages 0.58x.
 
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).
@@ -68,7 +71,7 @@ def hgemm_v8(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
     K_TILES = K // BLK_K
-    PIPE_DEPTH = 4
+    PIPE_DEPTH = 6  # 6 x 32 KiB of stages + 32 KiB of Dsmem = 224 KiB of the 227 KiB a CTA may use
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
 

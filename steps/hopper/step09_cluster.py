@@ -41,7 +41,7 @@ def hgemm_v9(M, N, K, sm_count):
         | barrier       | arrival count | who arrives                          | who waits          | starting phase |
         |---------------|---------------|--------------------------------------|--------------------|----------------|
         | tma2mma[s]    | 1 (each)      | producer's elected thread            | all 128 consumer   | consumer: 0    |
-        | s < 4 ("full")|               | (arrive.expect_tx, 32 KiB), then the | threads            |                |
+        | s < 6 ("full")|               | (arrive.expect_tx, 32 KiB), then the | threads            |                |
         |               |               | TMA engine's byte count              |                    |                |
         | mma2tma[s]    | 2 (each)      | consumer thread 0 of EACH CTA of the | producer's elected | producer: 1    |
         | ("empty")     |               | cluster (one local, one remote       | thread             | (passes at     |
@@ -64,6 +64,13 @@ def hgemm_v9(M, N, K, sm_count):
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
 
+    Expect this step to be a few % slower than step 8 at these shapes (H100, 4096^3, one run:
+    step 8 0.90x cuBLAS, this step 0.86x, both with 4 stages; 0.94x and 0.91x with 6). An ablation
+    in the same run says the cluster's cost is not the multicast nor the cross-CTA release: the same
+    kernel with neither (each CTA loads all of B, empty barriers local) ran at 0.86x too. What is
+    left is launching in pairs and walking 256x128 cluster tiles; the multicast pays off in step
+    10, where the shared B tile is 256 rows and the two consumers keep the tensor cores busy.
+
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).
 
@@ -83,7 +90,7 @@ def hgemm_v9(M, N, K, sm_count):
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     K_TILES = K // BLK_K
-    PIPE_DEPTH = 4
+    PIPE_DEPTH = 6  # 6 x 32 KiB of stages + 32 KiB of Dsmem = 224 KiB of the 227 KiB a CTA may use
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
 

@@ -68,7 +68,7 @@ def hgemm_v10(M, N, K, sm_count):
 
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(384, 1); without it ptxas ignores setmaxnreg (warning C7508).
-    Shared memory: a stage is now 48 KiB, so four stages take 192 KiB; a whole 64x256 staging tile
+    Shared memory: a stage is now 48 KiB, so the ring shrinks from 6 to 4 stages (192 KiB); a whole 64x256 staging tile
     per consumer (64 KiB for two) would not fit beside them in the 227 KiB a CTA may use, so each
     consumer stages and stores its rows in two 128-column halves (2 x 16 KiB). Measured on an H100
     (4096^3, one run, interleaved): 3 stages with whole-tile staging 0.973x cuBLAS, 4 stages with
