@@ -189,7 +189,7 @@ def test_make_debug_without_a_gpu_builds_and_prints_the_barrier_map():
     )
     assert done.returncode == 0, done.stderr
     assert "debug build of step 5 (solutions/blackwell) at 256x384x192 for sm_100a: built" in done.stdout
-    assert re.search(r"mma_bar\[0\]\s+0x18\s+1\s+\d+, \d+", done.stdout)
+    assert re.search(r"mma_bar\[0\]\s+0x8\s+1\s+\d+, \d+", done.stdout)
 
 
 @pytest.mark.parametrize("args", [["--step", "x"], ["--step", "5", "--shape", "100x100x100"], ["--step", "5", "--track", "ampere"]])

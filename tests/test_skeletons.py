@@ -50,7 +50,9 @@ def test_skeleton_gives_at_most_a_quarter_of_the_idea(track, step):
     previous = REPO / "solutions" / track / STEPS[track][step - 1].file_name
     solution, skeleton = _paths(track, step)
     idea, given = given_lines(previous, solution, skeleton)
-    assert idea, "the step adds no code to the previous one"
+    if not idea:  # the step changes only constants (Blackwell step 8: PIPE_DEPTH): the constant is the TODO
+        assert _skeleton_todos(track, step), "the step adds no code and leaves no TODO"
+        return
     assert len(given) / len(idea) <= MAX_GIVEN_SHARE, f"{len(given)}/{len(idea)} idea lines given:\n" + "\n".join(given)
 
 
