@@ -20,7 +20,11 @@ LEVEL ?= 1
 
 PIP_SOURCE = $(if $(WHEELS),--no-index --find-links $(WHEELS))
 ENV_READY = $(if $(filter $(VENV)/bin/python,$(PYTHON)),$(VENV)/.ready)
-GRADER_ARGS = --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH) $(foreach s,$(SHAPES),--shape $(s))
+# Each value reaches the grader as one shell word, whatever it holds (TRACK='hopper --impl solutions'
+# is one unknown track, not two options).
+quote = '$(subst ','\'',$(1))'
+GRADER_ARGS = --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) \
+	--arch $(call quote,$(ARCH)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
 .PHONY: help setup grade hint inspect debug sanitize bench test wheelhouse clean
 
@@ -60,12 +64,12 @@ hint: $(ENV_READY)
 	@$(PYTHON) -m grader.hint --step $(STEP) --track $(TRACK) --level $(LEVEL) $(if $(TODO),--todo $(TODO))
 
 inspect: $(ENV_READY)
-	$(PYTHON) -m grader.inspect_step --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH)
+	$(PYTHON) -m grader.inspect_step --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH))
 
 debug: $(ENV_READY)
 	$(PYTHON) -m grader.locator --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH) $(if $(SHAPES),--shape $(firstword $(SHAPES)))
 
-SANITIZE_RUN = $(PYTHON) -m grader.run_kernel --step $(STEP) --impl $(IMPL) $(if $(SHAPES),--shape $(firstword $(SHAPES)))
+SANITIZE_RUN = $(PYTHON) -m grader.run_kernel --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 sanitize: $(ENV_READY)
 	compute-sanitizer --tool racecheck --error-exitcode 1 $(SANITIZE_RUN)
 	compute-sanitizer --tool synccheck --error-exitcode 1 $(SANITIZE_RUN)

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from grader.sandbox import Toolchain
 from grader.steps import Shape, StepSpec
+
+TVM_COMPILE_VARIABLES = (
+    "TVM_KERNEL_DUMP", "TVM_KERNEL_DEBUG", "TVM_CUDA_PTXAS_REG_LEVEL", "TVM_CUDA_PTXAS_EXTRA_OPTS",
+    "TVM_CUDA_NVCC_NO_FAST_MATH",
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,42 +151,62 @@ def _shared_fp16_buffers(script: str) -> list[tuple[int, ...]]:
 
 
 def _nvcc_ptx_and_sass(cuda_source: str, arch: str) -> tuple[str, str]:
-    nvcc = _tool("nvcc")
-    virtual_arch = arch.replace("sm_", "compute_")
+    cubin = compile_cubin(cuda_source, arch)
+    return _nvcc(cuda_source, arch, "ptx").decode(), disassemble(cubin)
+
+
+def compile_cubin(cuda_source: str, arch: str) -> bytes:
+    """The cubin the GPU runs: TVM's own nvcc command (its flags), with the pinned nvcc."""
+    return _nvcc(cuda_source, arch, "cubin")
+
+
+def disassemble(cubin: bytes) -> str:
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
-        cu, ptx, cubin = (Path(tmp) / name for name in ("kernel.cu", "kernel.ptx", "kernel.cubin"))
-        cu.write_text(cuda_source)
-        _run([nvcc, "-ptx", f"-arch={virtual_arch}", "-w", "-o", str(ptx), str(cu)], "nvcc")
-        _run([_tool("ptxas"), f"-arch={arch}", "-o", str(cubin), str(ptx)], "ptxas")
-        sass = _run([_tool("cuobjdump"), "--dump-sass", str(cubin)], "cuobjdump")
-        return ptx.read_text(), sass
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        return _run([_tool("cuobjdump"), "--dump-sass", str(path)], "cuobjdump")
+
+
+def _nvcc(cuda_source: str, arch: str, target_format: str) -> bytes:
+    import tvm
+    from tvm.support import nvcc
+
+    number = arch.removeprefix("sm_")
+    saved = {name: os.environ.get(name) for name in ("PATH", *TVM_COMPILE_VARIABLES)}
+    os.environ["PATH"] = os.pathsep.join([str(Path(_tool("nvcc")).parent), saved["PATH"] or ""])
+    for name in TVM_COMPILE_VARIABLES:  # they add flags or dump files: the judged build uses none
+        os.environ.pop(name, None)
+    try:
+        # the cubin with the arguments TVM itself passes (the same bytes as TVM's build); PTX needs -arch
+        gencode = ["-gencode", f"arch=compute_{number},code=sm_{number}"] if target_format == "cubin" else arch
+        with tvm.target.Target({"kind": "cuda", "arch": arch}):
+            return bytes(nvcc.compile_cuda(cuda_source, target_format=target_format, arch=gencode, compiler="nvcc"))
+    except Exception as err:
+        lines = [line for line in str(err).splitlines() if "error" in line.lower()]
+        raise BuildFailed("nvcc failed:\n" + "\n".join(lines[:10] or str(err).splitlines()[-10:])) from err
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+# Set once per grade (grader.cli) before any student code runs; else found on first use.
+TOOLCHAIN: Toolchain | None = None
 
 
 def _tool(name: str) -> str:
-    """Find a CUDA tool: PATH, then CUDA_HOME, then the NVIDIA pip wheels (cuobjdump, nvdisasm)."""
-    candidates = [shutil.which(name)]
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
-    candidates.append(str(Path(cuda_home) / "bin" / name))
-    candidates.extend(str(folder / name) for folder in _pip_cuda_bin_dirs())
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            return candidate
-    raise BuildFailed(
-        f"{name} not found: install the CUDA toolkit (13.0 tested) or `make setup` for cuobjdump"
-    )
-
-
-def _pip_cuda_bin_dirs() -> list[Path]:
-    spec = importlib.util.find_spec("nvidia")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    return [Path(root) / sub / "bin" for root in spec.submodule_search_locations for sub in ("cu13", "")]
+    global TOOLCHAIN
+    TOOLCHAIN = TOOLCHAIN or Toolchain.resolve()
+    try:
+        return TOOLCHAIN.path(name)
+    except FileNotFoundError as err:
+        raise BuildFailed(str(err)) from err
 
 
 def _run(command: list[str], what: str) -> str:
-    env = dict(os.environ)
-    # cuobjdump runs nvdisasm from PATH; the pip wheels put both in the same folder.
-    env["PATH"] = os.pathsep.join([str(Path(command[0]).parent), env.get("PATH", "")])
+    env = {**os.environ, "PATH": TOOLCHAIN.search_path() if TOOLCHAIN else os.environ.get("PATH", "")}
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
@@ -212,3 +238,134 @@ def _tirx_message(err: BaseException, max_lines: int = 30) -> str:
     if len(lines) > max_lines:
         lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more lines)"]
     return "\n".join(lines)
+
+
+# ---- the build process: the only one that imports the student's file ----------------------------
+
+BUILD_TIMEOUT_S = 120.0
+RESULT_FILE = "built.json"
+
+
+@dataclass
+class Built:
+    """One shape's build as the judge knows it: the static facts, and the cubin it compiled itself
+    from the build's CUDA source (the bytes the static checks read and the GPU must run)."""
+
+    shape: Shape
+    artifacts: Artifacts
+    cubin: bytes
+    library: str | None  # the exported TVM library (host launcher + device code), for the GPU
+
+
+def build_isolated(
+    impl_dir: Path, track: str, spec: StepSpec, shapes: list[Shape], arch: str, sm_count: int, *,
+    with_solutions: bool, export: bool, out_dir: Path, timeout_s: float = BUILD_TIMEOUT_S,
+) -> list[Built]:
+    """Build `shapes` in a build process over a copy of the course; raise StepNotImplemented or
+    BuildFailed as an in-process build would. Nothing the process returns is trusted: PTX and SASS
+    are made again here from its CUDA source, with the pinned tools."""
+    import json
+
+    from grader import sandbox
+
+    copy = sandbox.course_copy(impl_dir, with_solutions)
+    request = {
+        "impl_dir": str(copy / impl_dir.name), "track": track, "step": spec.number, "arch": arch,
+        "sm_count": sm_count, "shapes": shapes, "export_dir": str(out_dir) if export else None,
+        "tools": TOOLCHAIN.paths if TOOLCHAIN else Toolchain.resolve().paths,
+    }
+    (copy / "request.json").write_text(json.dumps(request))
+    env = {**os.environ, "PATH": Toolchain(request["tools"]).search_path()}
+    try:
+        finished = sandbox.run_limited(
+            sandbox.python_command("grader.build", str(copy / "request.json"), str(copy / RESULT_FILE)),
+            cwd=copy, env=env, timeout_s=timeout_s,
+        )
+        reply = json.loads((copy / RESULT_FILE).read_text()) if (copy / RESULT_FILE).is_file() else {}
+    except ValueError:
+        reply = {"error": "failed", "message": "the build process wrote an unreadable result"}
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    if finished.returncode is None:
+        raise BuildFailed(f"building step {spec.number} did not finish in {timeout_s:.0f} s "
+                          "(an endless loop at import or in the kernel function?)")
+    if reply.get("error") == "not implemented":
+        raise StepNotImplemented(reply["message"])
+    if reply.get("error"):
+        raise BuildFailed(reply["message"])
+    if finished.returncode != 0 or len(reply.get("shapes", [])) != len(shapes):
+        last = [line for line in finished.output.splitlines() if line.strip()][-1:] or ["no output"]
+        raise BuildFailed(f"the build process ended early (exit status {finished.returncode}): {last[0].strip()[:300]} "
+                          "(a file that exits or raises at import, e.g. sys.exit or KeyboardInterrupt?)")
+    return [_confirm(entry, arch) for entry in reply["shapes"]]
+
+
+def _confirm(entry: dict, arch: str) -> Built:
+    artifacts = artifacts_from_json(entry["artifacts"])
+    cubin = compile_cubin(artifacts.cuda_source, arch)
+    sass = disassemble(cubin)
+    if sass != artifacts.sass:
+        raise BuildFailed("the build process reported SASS that its own CUDA source does not compile to: "
+                          "the submission tried to change the grader")
+    artifacts.ptx = _nvcc(artifacts.cuda_source, arch, "ptx").decode()
+    return Built(tuple(entry["shape"]), artifacts, cubin, entry.get("library"))
+
+
+def artifacts_from_json(data: dict) -> Artifacts:
+    """Artifacts from JSON, whatever fields it has: lists become tuples again except where the field is a list."""
+    from dataclasses import fields
+
+    def tuples(value):
+        return tuple(tuples(v) for v in value) if isinstance(value, list) else value
+
+    values = {}
+    for field in fields(Artifacts):
+        value = tuples(data[field.name])
+        values[field.name] = list(value) if str(field.type).startswith("list") else value
+    return Artifacts(**values)
+
+
+def _child(request: dict, result_path: Path) -> None:
+    import json
+    from dataclasses import asdict
+
+    import tvm_ffi
+    from tvm.support import nvcc  # noqa: F401  registers TVM's compile callback, which is replaced below
+
+    from grader.steps import STEPS
+
+    global TOOLCHAIN
+    TOOLCHAIN = Toolchain(request["tools"])
+    arch = request["arch"]
+    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    # On a GPU machine TVM compiles the device code here: with the judge's command, so an honest
+    # build embeds the very cubin the judge compiles from the same source.
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", lambda code, *_: compile_cubin(code, arch), override=True)
+    reply: dict = {"shapes": []}
+
+    def save() -> None:
+        result_path.write_text(json.dumps(reply))
+
+    spec = STEPS[request["track"]][request["step"]]
+    try:
+        factory = kernel_factory(Path(request["impl_dir"]), request["track"], spec)
+        for shape in request["shapes"]:
+            prim_func = make_prim_func(factory, spec, tuple(shape), request["sm_count"])
+            artifacts = build(lambda *_, **__: prim_func, spec, tuple(shape), arch, request["sm_count"])
+            library = None
+            if request["export_dir"]:
+                library = str(Path(request["export_dir"]) / f"step{spec.number}_{'x'.join(map(str, shape))}.so")
+                compile_module(prim_func, arch).export_library(library)
+            reply["shapes"].append({"shape": shape, "artifacts": asdict(artifacts), "library": library})
+            save()
+    except StepNotImplemented as err:
+        reply.update(error="not implemented", message=str(err))
+    except BuildFailed as err:
+        reply.update(error="failed", message=str(err))
+    save()
+
+
+if __name__ == "__main__":
+    import json
+
+    _child(json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))

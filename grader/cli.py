@@ -6,13 +6,16 @@ Exit status: 0 every graded step passed, 1 a step failed, 2 the options were wro
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import re
 import secrets
 import sys
 from pathlib import Path
 
-from grader import report
+from grader import build, report, sandbox
 from grader.build import REPO_ROOT
-from grader.grade import Config, grade_step
+from grader.grade import Config, StepResult, grade_step
 from grader.steps import DEFAULT_SM_COUNT, STEPS, TRACK_ARCHS, TRACKS, Shape, format_shape
 
 ARCH_OF_CAPABILITY = {(9, 0): "sm_90a", (10, 0): "sm_100a", (10, 3): "sm_103a"}
@@ -33,15 +36,60 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parse(argv)
         config, steps = _resolve(args)
+        json_path = writable_report_path(
+            args.json or REPO_ROOT / "reports" / f"grade-{config.impl}-{config.track}-{config.arch}.json")
     except UsageError as err:
         print(f"grader: {err}", file=sys.stderr)
         return 2
-    results = [grade_step(config, spec) for spec in steps]
+    # before any student code runs: the tools the checks execute, and what the judging processes read
+    build.TOOLCHAIN = sandbox.Toolchain.resolve()
+    sandbox.become_subreaper()
+    watch = sandbox.Watch(build.TOOLCHAIN)
+    results = []
+    try:
+        for spec in steps:
+            print(f"grading step {spec.number} ...", file=sys.stderr, flush=True)
+            results.append(grade_step(config, spec, watch))
+    except sandbox.Tampered as err:
+        results.append(tampered_result(config, steps[len(results)], str(err)))
+    finally:
+        sandbox.sweep()
     report.print_report(config, results)
-    json_path = args.json or REPO_ROOT / "reports" / f"grade-{config.impl}-{config.track}-{config.arch}.json"
-    report.write_json(config, results, Path(json_path))
+    report.write_json(config, results, json_path)
     print(f"report written to {json_path}")
-    return 0 if all(result.passed for result in results) else 1
+    return 0 if all(result.passed for result in results) and len(results) == len(steps) else 1
+
+
+def tampered_result(config: Config, spec, message: str) -> StepResult:
+    result = StepResult(step=spec.number, file=str(build.step_file(config.impl_dir, config.track, spec)))
+    result.build = "failed"
+    result.problems.append(message + " (grading stopped; restore the course files, e.g. `git checkout -- .`)")
+    return result
+
+
+MAX_TIMEOUT_S = 3600.0
+MAX_SEED = 2**64 - 1
+MAX_INDEX = 2**31 - 1  # TIRx indexes buffers with int32
+GPU_BYTES_PER_OUTPUT = 2 + 2 * 4 + 2 * 2  # two fp32 references, the kernel's and cuBLAS's fp16 outputs (timing)
+
+
+def writable_report_path(path: str | Path) -> Path:
+    """The report path, refused before any work when it cannot be written or is a file of the course."""
+    path = Path(path).absolute()
+    if path.is_dir():
+        raise UsageError(f"--json {path} is a folder: name a file")
+    existing = next(p for p in [path.parent, *path.parent.parents] if p.exists())
+    if not existing.is_dir():
+        raise UsageError(f"--json {path}: {existing} is a file, not a folder")
+    resolved = path.resolve()
+    course_parts = [REPO_ROOT / part for part in ("grader", "kernel_helpers", "solutions", "steps", "hints", "tests",
+                                                  "docs", "notebooks")]
+    if resolved.parent == REPO_ROOT.resolve() or any(resolved.is_relative_to(p.resolve()) for p in course_parts):
+        raise UsageError(f"--json {path} is inside the course's own files: write the report elsewhere (e.g. reports/)")
+    target = path if path.exists() else existing
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"--json {path} cannot be written (no permission on {target})")
+    return path
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -51,9 +99,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--track", default="auto", help="blackwell or hopper (default: the GPU's, else blackwell)")
     parser.add_argument("--arch", default="auto", help="auto, sm_100a, sm_103a or sm_90a")
     parser.add_argument("--shape", action="append", default=[], help="MxNxK to check instead of the step's shapes")
-    parser.add_argument("--seed", type=int, help="seed for the random inputs (default: a fresh one, printed)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds of GPU work per step")
+    parser.add_argument("--seed", help="seed for the random inputs and the drawn shape (default: a fresh one, printed)")
+    parser.add_argument("--timeout", default=str(DEFAULT_TIMEOUT_S), help="seconds of GPU work per step")
     parser.add_argument("--json", help="where to write the JSON report (default: reports/grade-...json)")
+    parser.add_argument("--instructor", action="store_true", help="hidden seed from GRADER_SEED, no solutions "
+                        "reachable by the build, correctness re-checked after timing (also: GRADER_INSTRUCTOR=1)")
     return parser.parse_args(argv)
 
 
@@ -69,6 +119,16 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
             problem = spec.shapes.violation(shape)
             if problem:
                 raise UsageError(f"shape {format_shape(shape)} does not fit step {spec.number}: {problem}")
+    for shape in shapes or ():
+        check_size(shape, gpu_memory_bytes() if gpu_arch else None)
+    timeout = parse_timeout(args.timeout)
+    instructor = args.instructor or os.environ.get("GRADER_INSTRUCTOR") == "1"
+    if instructor:
+        if args.seed is not None:
+            raise UsageError("--seed is not taken in instructor mode: the seed comes from GRADER_SEED")
+        seed = parse_seed(os.environ["GRADER_SEED"], "GRADER_SEED") if "GRADER_SEED" in os.environ else secrets.randbits(63)
+    else:
+        seed = parse_seed(args.seed, "--seed") if args.seed is not None else secrets.randbelow(2**31)
     config = Config(
         impl=args.impl,
         impl_dir=REPO_ROOT / args.impl,
@@ -77,9 +137,10 @@ def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
         arch=arch,
         gpu_name=gpu_name if gpu_arch else None,
         sm_count=sm_count if gpu_arch else DEFAULT_SM_COUNT[arch],
-        seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
-        timeout_s=args.timeout,
+        seed=seed,
+        timeout_s=timeout,
         shapes=shapes,
+        instructor=instructor,
     )
     return config, steps
 
@@ -124,7 +185,7 @@ def select_steps(text: str, track: str, track_dir: Path) -> list:
         if not present:
             raise UsageError(f"no step files in {track_dir}")
         return present
-    if not text.isdigit() or not 1 <= int(text) <= 10:
+    if not ASCII_NUMBER.fullmatch(text) or not 1 <= int(text) <= 10:
         raise UsageError(f"--step must be a number from 1 to 10 or 'all', not {text!r}")
     if int(text) not in specs:
         raise UsageError(f"step {text} is not part of the course yet (steps {min(specs)}-{max(specs)} are)")
@@ -133,6 +194,44 @@ def select_steps(text: str, track: str, track_dir: Path) -> list:
 
 def parse_shape(text: str) -> Shape:
     parts = text.lower().split("x")
-    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+    if len(parts) != 3 or not all(ASCII_NUMBER.fullmatch(part) for part in parts):
         raise UsageError(f"--shape must look like 256x512x128 (M x N x K), not {text!r}")
     return tuple(int(part) for part in parts)
+
+
+def check_size(shape: Shape, gpu_bytes: int | None) -> None:
+    """Shapes TIRx cannot index (int32) or the GPU cannot hold are the option's fault, not the kernel's."""
+    m, n, k = shape
+    if max(m * k, n * k, m * n) > MAX_INDEX:
+        raise UsageError(f"shape {format_shape(shape)} too large: a matrix of it has more than 2^31 - 1 elements "
+                         "(the kernels index with 32-bit integers)")
+    needed = 2 * 2 * (m * k + n * k) + GPU_BYTES_PER_OUTPUT * m * n  # two input sets while timing
+    if gpu_bytes is not None and needed > gpu_bytes:
+        raise UsageError(f"shape {format_shape(shape)} too large: needs {needed / 2**30:.1f} GiB, "
+                         f"the GPU has {gpu_bytes / 2**30:.1f} GiB")
+
+
+def gpu_memory_bytes() -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(0).total_memory
+
+
+def parse_timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not ASCII_DECIMAL.fullmatch(text) or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise UsageError(f"--timeout must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:.0f}, not {text!r}")
+    return value
+
+
+def parse_seed(text: str, what: str) -> int:
+    if not ASCII_NUMBER.fullmatch(text) or int(text) > MAX_SEED:
+        raise UsageError(f"{what} must be a whole number from 0 to 2^64 - 1, not {text!r}")
+    return int(text)
+
+
+ASCII_NUMBER = re.compile(r"[0-9]+")
+ASCII_DECIMAL = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")

@@ -31,13 +31,22 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a.float() @ b.float().T
 
 
+def scale(ref: torch.Tensor) -> torch.Tensor:
+    return ref.pow(2).mean().sqrt().clamp_min(1e-30)
+
+
+def within_tolerance(out: torch.Tensor, ref: torch.Tensor, ref_scale: torch.Tensor) -> torch.Tensor:
+    """Per element: |out - ref| <= RTOL |ref| + ATOL_SCALE rms(ref); NaN is never within."""
+    return (out.float() - ref).abs() <= RTOL * ref.abs() + ATOL_SCALE * ref_scale
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
     """out: the kernel's (M, N) fp16 result, pre-filled with NaN before the launch; ref: fp32."""
     out = out.float()
-    scale = ref.pow(2).mean().sqrt().clamp_min(1e-30)
+    ref_scale = scale(ref)
     error = (out - ref).abs()
-    wrong = ~(error <= RTOL * ref.abs() + ATOL_SCALE * scale)  # NaN compares False: wrong
-    max_error = float(error.nan_to_num(nan=float("inf")).max() / scale)
+    wrong = ~within_tolerance(out, ref, ref_scale)
+    max_error = float(error.nan_to_num(nan=float("inf")).max() / ref_scale)
 
     wrong_per_tile = _per_tile(wrong, torch.any)
     unwritten_per_tile = _per_tile(out.isnan(), torch.all)

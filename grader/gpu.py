@@ -13,10 +13,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader import locator
+from grader import locator, sandbox
 from grader.steps import Shape, format_shape
 
 HANG_CAUSES = (
@@ -28,16 +29,33 @@ HANG_CAUSES = (
 
 
 @dataclass
+class Kernel:
+    """A built kernel the child loads without importing any student code."""
+
+    name: str  # "kernel" (the graded one) or "reference"
+    shape: Shape
+    library: str  # TVM's exported library: host launcher + device code
+    cubin: str  # the cubin the static checks read; the library must run exactly these bytes
+
+    @classmethod
+    def of(cls, name: str, built, folder: Path) -> Kernel:
+        cubin = folder / f"{name}_{format_shape(built.shape)}.cubin"
+        cubin.write_bytes(built.cubin)
+        return cls(name, tuple(built.shape), built.library, str(cubin))
+
+
+@dataclass
 class GpuRequest:
-    impl_dir: str
-    reference_dir: str | None  # a reference solution to time beside the kernel, if there is one
+    impl_dir: str  # the graded tree, for the deadlock locator's debug build only
     track: str
     step: int
     arch: str
-    sm_count: int
     seed: int
     correctness_shapes: list[Shape]
     timing_shapes: list[Shape]
+    kernels: list[Kernel]
+    recheck_seed: int | None = None  # instructor mode: check correctness again on these inputs after timing
+    sm_count: int = 0
 
 
 @dataclass
@@ -54,21 +72,17 @@ def run_step(request: GpuRequest, timeout_s: float) -> GpuResult:
     with tempfile.TemporaryDirectory(prefix="grader-gpu-") as tmp:
         request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_path.write_text(json.dumps(asdict(request)))
-        child = subprocess.Popen(
-            [sys.executable, "-m", "grader.gpu", str(request_path), str(result_path)],
-            cwd=Path(__file__).resolve().parent.parent,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,  # so a timeout can kill the child and anything it started
-        )
-        try:
-            output, _ = child.communicate(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            output, _ = child.communicate()
-            timed_out = True
+        log_path = Path(tmp) / "output.txt"
+        with open(log_path, "w") as log:
+            child = subprocess.Popen(
+                sandbox.python_command("grader.gpu", str(request_path), str(result_path)),
+                cwd=Path(__file__).resolve().parent.parent,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # so a timeout can kill the child and anything it started
+            )
+            timed_out = _wait_with_progress(child, result_path, request.step, timeout_s)
+        output = log_path.read_text(errors="replace")
         result = _read_result(result_path)
         if timed_out:
             result.error = (
@@ -81,10 +95,31 @@ def run_step(request: GpuRequest, timeout_s: float) -> GpuResult:
         return result
 
 
+def _wait_with_progress(child: subprocess.Popen, result_path: Path, step: int, timeout_s: float) -> bool:
+    """Wait for the child, printing what it does on stderr as it changes; True if it ran out of time."""
+    deadline, shown = time.monotonic() + timeout_s, ""
+    while child.poll() is None:
+        if time.monotonic() > deadline:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            return True
+        running = _read_result(result_path).running if result_path.exists() else ""
+        if running and running != shown and running != "done":
+            print(f"  step {step}: {running}", file=sys.stderr, flush=True)
+            shown = running
+        time.sleep(0.2)
+    try:
+        os.killpg(child.pid, signal.SIGKILL)  # anything the child left running
+    except (ProcessLookupError, PermissionError):
+        pass
+    return False
+
+
 def _read_result(path: Path) -> GpuResult:
-    if not path.exists():
+    try:
+        return GpuResult(**json.loads(path.read_text()))
+    except (OSError, ValueError):  # not written yet
         return GpuResult()
-    return GpuResult(**json.loads(path.read_text()))
 
 
 def _failure(running: str, detail: str) -> str:
@@ -101,56 +136,94 @@ def _failure(running: str, detail: str) -> str:
 def _child(request: GpuRequest, result_path: Path) -> None:
     import torch
 
-    from grader import build, diagnosis, timing
-    from grader.steps import STEPS
+    from grader import diagnosis, timing
 
-    spec = STEPS[request.track][request.step]
     result = GpuResult(device=torch.cuda.get_device_name())
+    kernels = {(k.name, tuple(k.shape)): k for k in request.kernels}
 
     def save(running: str) -> None:
         result.running = running
-        result_path.write_text(json.dumps(asdict(result)))
+        _write_atomically(result_path, json.dumps(asdict(result)))
 
-    def compiled(impl_dir: str, shape: Shape):
-        factory = build.kernel_factory(Path(impl_dir), request.track, spec)
-        return build.compile_module(build.make_prim_func(factory, spec, shape, request.sm_count), request.arch)
+    def check(seed_base: int, shapes: list[Shape]) -> bool:
+        for index, shape in enumerate(shapes):
+            seed = seed_base + index
+            save(f"checking correctness at {format_shape(shape)} (seed {seed})")
+            kernel = _load(kernels[("kernel", shape)], request.arch)
+            a, b = random_inputs(shape, seed)
+            d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
+            kernel(a, b, d)
+            torch.cuda.synchronize()
+            verdict = diagnosis.compare(d, diagnosis.reference(a, b))
+            result.correctness.append({"shape": shape, "seed": seed, **asdict(verdict)})
+            if not verdict.passed:
+                return False
+        return True
 
-    for index, shape in enumerate(request.correctness_shapes):
-        seed = request.seed + index
-        save(f"checking correctness at {format_shape(shape)} (seed {seed})")
-        kernel = compiled(request.impl_dir, shape)
-        a, b = random_inputs(shape, seed)
-        d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
-        kernel(a, b, d)
-        torch.cuda.synchronize()
-        verdict = diagnosis.compare(d, diagnosis.reference(a, b))
-        result.correctness.append({"shape": shape, "seed": seed, **asdict(verdict)})
-        if not verdict.passed:
-            save("done")
-            return
-
+    if not check(request.seed, request.correctness_shapes):
+        save("done")
+        return
     for shape in request.timing_shapes:
         save(f"timing at {format_shape(shape)}")
-        kernels = {"kernel": compiled(request.impl_dir, shape)}
-        if request.reference_dir:
-            kernels["reference"] = compiled(request.reference_dir, shape)
-        calls = _timed_calls(kernels, *random_inputs(shape, request.seed))
-        result.timing.append({"shape": shape, "ms": timing.median_ms_interleaved(calls)})
+        loaded = {name: _load(kernels[(name, shape)], request.arch) for name in ("kernel", "reference")
+                  if (name, shape) in kernels}
+        ms, wrong = timing.time_checked(loaded, shape, request.seed)
+        if wrong:
+            raise WrongWhileTimed(
+                f"{wrong} timed call(s) at {format_shape(shape)} left a wrong output (each timed call writes into a "
+                "fresh NaN-filled output and is compared with cuBLAS after timing): the result must not depend on "
+                "an earlier call, on what the output held before, or on which call is timed"
+            )
+        result.timing.append({"shape": shape, "ms": ms})
+    if request.recheck_seed is not None:
+        result.correctness.clear()
+        check(request.recheck_seed, request.correctness_shapes)
     save("done")
 
 
-def _timed_calls(kernels: dict, a, b) -> dict:
-    """One call per implementation on the same inputs, each writing its own output; cuBLAS last."""
+def _write_atomically(path: Path, text: str) -> None:
+    path.with_suffix(".tmp").write_text(text)
+    os.replace(path.with_suffix(".tmp"), path)
+
+
+class WrongWhileTimed(Exception):
+    """A timed call's output differed from the reference."""
+
+
+class NotTheCheckedKernel(Exception):
+    """The library would run device code other than the cubin the static checks read."""
+
+
+def _load(kernel: Kernel, arch: str):
+    """Load a built library with TVM's runtime; its device code must be the checked cubin."""
     import torch
+    import tvm
+    import tvm_ffi
+    from tvm.support import nvcc  # noqa: F401  registers TVM's compile callback, which is replaced below
 
-    def call(kernel):
-        d = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float16, device="cuda")
-        return lambda: kernel(a, b, d)
+    from grader import build
 
-    d_cublas = torch.empty((a.shape[0], b.shape[0]), dtype=torch.float16, device="cuda")
-    return {name: call(kernel) for name, kernel in kernels.items()} | {
-        "cublas": lambda: torch.matmul(a, b.T, out=d_cublas)
-    }
+    checked = Path(kernel.cubin).read_bytes()
+    compiled_here: list[bytes] = []
+
+    def compile_cuda(code, *_):  # a library that carries CUDA source is compiled at load: same command
+        compiled_here.append(build.compile_cubin(code, arch))
+        return compiled_here[-1]
+
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_cuda, override=True)
+    function = tvm.runtime.load_module(kernel.library).main
+    if checked in Path(kernel.library).read_bytes():
+        return function
+    m, n, k = kernel.shape  # the device code is compiled at load or at the first call: make one
+    function(*(torch.zeros(rows, k, dtype=torch.float16, device="cuda") for rows in (m, n)),
+             torch.empty((m, n), dtype=torch.float16, device="cuda"))
+    torch.cuda.synchronize()
+    if compiled_here != [checked]:
+        raise NotTheCheckedKernel(
+            f"the built library at {format_shape(kernel.shape)} does not run the kernel the static checks read "
+            "(its device code differs from the checked cubin): the submission tried to change the grader"
+        )
+    return function
 
 
 def random_inputs(shape: Shape, seed: int):
@@ -168,11 +241,14 @@ if __name__ == "__main__":
     _request = json.loads(Path(sys.argv[1]).read_text())
     _request["correctness_shapes"] = [tuple(s) for s in _request["correctness_shapes"]]
     _request["timing_shapes"] = [tuple(s) for s in _request["timing_shapes"]]
+    _request["kernels"] = [Kernel(**{**k, "shape": tuple(k["shape"])}) for k in _request["kernels"]]
     _result_path = Path(sys.argv[2])
     try:
         _child(GpuRequest(**_request), _result_path)
     except Exception as _err:  # report anything the kernel or its build raised, then fail
         _partial = _read_result(_result_path)
-        _partial.error = _failure(_partial.running, f"{type(_err).__name__}: {str(_err).strip()}")
-        _result_path.write_text(json.dumps(asdict(_partial)))
+        _detail = str(_err).strip() if isinstance(_err, (WrongWhileTimed, NotTheCheckedKernel)) else (
+            f"{type(_err).__name__}: {str(_err).strip()}")
+        _partial.error = _failure(_partial.running, _detail)
+        _write_atomically(_result_path, json.dumps(asdict(_partial)))
         raise

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import build, features, gpu
+from grader import build, features, gpu, sandbox
 from grader.hint import hint_command
-from grader.steps import MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, Shape, StepSpec, format_shape, static_check_shape
+from grader.steps import (
+    MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, Shape, ShapeRule, StepSpec, format_shape, static_check_shape,
+)
 
 
 @dataclass(frozen=True)
@@ -23,6 +28,7 @@ class Config:
     seed: int
     timeout_s: float
     shapes: tuple[Shape, ...] | None  # replaces each step's correctness shapes when given
+    instructor: bool = False  # hidden seed, no solutions in the build process, re-check after timing
 
 
 @dataclass
@@ -54,6 +60,8 @@ class StepResult:
     correctness_shapes: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what the student should read, in order
     build_seconds: float = 0.0
+    random_shape: Shape | None = None  # the shape drawn from the step's rule for this run
+    cubin_sha256: dict[str, str] = field(default_factory=dict)  # per shape: the kernel the checks read and the GPU ran
 
     @property
     def features(self) -> str:
@@ -67,64 +75,120 @@ class StepResult:
         return all(state in ("passed", "skipped") for state in graded)
 
 
-def grade_step(config: Config, spec: StepSpec) -> StepResult:
+def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = None) -> StepResult:
+    """Build in an isolated process, check the built kernels here, run them in a GPU child.
+    Raises sandbox.Tampered when the build changed a file the judging processes read."""
     path = build.step_file(config.impl_dir, config.track, spec)
     result = StepResult(step=spec.number, file=str(path.relative_to(config.impl_dir.parent)))
-    shapes = config.shapes or spec.correctness_shapes
-    static_shape = static_check_shape(shapes)
+    watch = watch or sandbox.Watch(build.TOOLCHAIN or sandbox.Toolchain.resolve())
+    drawn = random_shape(spec.shapes, random.Random(f"{config.seed}:{spec.number}"))
+    checked = list(dict.fromkeys([*(config.shapes or spec.correctness_shapes), drawn]))
+    on_gpu = config.gpu_name is not None
+    # without a GPU the static checks read the largest shape and the drawn one; with a GPU, every
+    # shape it runs, so no shape runs a kernel the checks did not read
+    shapes = list(dict.fromkeys(checked + list(spec.timing_shapes))) if on_gpu else list(
+        dict.fromkeys([static_check_shape(tuple(checked)), drawn]))
+    result.random_shape = drawn
 
-    try:
-        factory = build.kernel_factory(config.impl_dir, config.track, spec)
-        artifacts = build.build(factory, spec, static_shape, config.arch, config.sm_count)
-    except build.StepNotImplemented as err:
-        result.build = "not implemented"
-        todo = re.match(rf"{spec.number}\.(\d+) ", str(err))
-        help_command = hint_command(spec.number, config.track, int(todo.group(1)) if todo else None)
-        result.problems.append(
-            f"not implemented yet (fill the TODOs in {result.file})\n  first open TODO: {err}\n  help: {help_command}"
-        )
-        return result
-    except build.BuildFailed as err:
-        result.build = "failed"
-        result.problems.append(
-            f"build failed for {config.arch} at {format_shape(static_shape)}:\n{err}\n"
-            f"help: {hint_command(spec.number, config.track)}"
-        )
-        return result
-    result.build, result.build_seconds = "passed", artifacts.seconds
-
-    launch = features.Launch(static_shape, config.sm_count)
-    result.checks = features.run_checks(config.track, spec.number, artifacts, launch)
-    for check in result.checks:
-        if not check.passed:
+    with tempfile.TemporaryDirectory(prefix="grader-kernels-") as work:
+        try:
+            built = _build(config, spec, config.impl_dir, shapes, Path(work), with_solutions=not config.instructor,
+                           watch=watch)
+        except build.StepNotImplemented as err:
+            result.build = "not implemented"
+            todo = re.match(rf"{spec.number}\.(\d+) ", str(err))
+            help_command = hint_command(spec.number, config.track, int(todo.group(1)) if todo else None)
             result.problems.append(
-                f"missing feature: {check.name} — {check.hint} (help: {hint_command(spec.number, config.track)})"
+                f"not implemented yet (fill the TODOs in {result.file})\n  first open TODO: {err}\n  help: {help_command}"
             )
-    if config.gpu_name is None or result.features == "failed":
-        return result
+            return result
+        except build.BuildFailed as err:
+            result.build = "failed"
+            result.problems.append(
+                f"build failed for {config.arch}:\n{err}\nhelp: {hint_command(spec.number, config.track)}"
+            )
+            return result
+        result.build = "passed"
+        result.build_seconds = sum(b.artifacts.seconds for b in built)
+        result.cubin_sha256 = {format_shape(b.shape): sandbox.sha256_bytes(b.cubin) for b in built}
 
-    reference = build.step_file(config.solutions_dir, config.track, spec)
-    use_reference = config.impl != "solutions" and reference.exists()
-    gpu_result = gpu.run_step(
-        gpu.GpuRequest(
-            impl_dir=str(config.impl_dir),
-            reference_dir=str(config.solutions_dir) if use_reference else None,
-            track=config.track,
-            step=spec.number,
-            arch=config.arch,
-            sm_count=config.sm_count,
-            seed=config.seed,
-            correctness_shapes=list(shapes),
-            timing_shapes=list(spec.timing_shapes),
-        ),
-        config.timeout_s,
-    )
-    _judge_correctness(result, gpu_result, len(shapes))
+        result.checks = _static_checks(config, spec, built)
+        for check in result.checks:
+            if not check.passed:
+                result.problems.append(
+                    f"missing feature: {check.name} — {check.hint} (help: {hint_command(spec.number, config.track)})"
+                )
+        if not on_gpu or result.features == "failed":
+            return result
+
+        reference = None
+        if config.impl != "solutions" and build.step_file(config.solutions_dir, config.track, spec).exists():
+            reference = _build(config, spec, config.solutions_dir, list(spec.timing_shapes), Path(work) / "reference",
+                               with_solutions=True, watch=watch)
+        gpu_result = gpu.run_step(
+            gpu.GpuRequest(
+                impl_dir=str(config.impl_dir),
+                track=config.track,
+                step=spec.number,
+                arch=config.arch,
+                seed=config.seed,
+                correctness_shapes=checked,
+                timing_shapes=list(spec.timing_shapes),
+                kernels=[gpu.Kernel.of("kernel", b, Path(work)) for b in built]
+                + [gpu.Kernel.of("reference", b, Path(work) / "reference") for b in reference or []],
+                recheck_seed=config.seed + RECHECK_SEED_OFFSET if config.instructor else None,
+            ),
+            config.timeout_s,
+        )
+    sandbox.sweep()
+    _judge_correctness(result, gpu_result, len(checked))
     if result.correctness == "failed":
         result.problems.append(f"help: {hint_command(spec.number, config.track)}")
     if result.correctness == "passed":
         _judge_speed(result, gpu_result, config, spec)
     return result
+
+
+RECHECK_SEED_OFFSET = 1_000_003
+RANDOM_SHAPE_MAX_DIM = 4096
+RANDOM_SHAPE_MAX_MACS = 2048 * 2048 * 4096  # keeps a drawn shape's check under a second on any course GPU
+
+
+def random_shape(rule: ShapeRule, rng: random.Random) -> Shape:
+    """A shape the step must support, drawn from its rule within the size budget."""
+    while True:
+        shape = tuple(
+            fixed if fixed is not None else tile * rng.randint(1, RANDOM_SHAPE_MAX_DIM // tile)
+            for fixed, tile in zip((rule.fixed_m, rule.fixed_n, rule.fixed_k), rule.tile)
+        )
+        if shape[0] * shape[1] * shape[2] <= RANDOM_SHAPE_MAX_MACS:
+            return shape
+
+
+def _build(config: Config, spec: StepSpec, impl_dir: Path, shapes: list[Shape], out_dir: Path, *,
+           with_solutions: bool, watch: sandbox.Watch) -> list[build.Built]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return build.build_isolated(impl_dir, config.track, spec, shapes, config.arch, config.sm_count,
+                                    with_solutions=with_solutions, export=config.gpu_name is not None, out_dir=out_dir)
+    finally:
+        changed = watch.changed()
+        if changed:
+            raise sandbox.Tampered(
+                f"building step {spec.number} changed files the grader relies on ({', '.join(changed[:5])}"
+                f"{' ...' if len(changed) > 5 else ''}): the submission tried to change the grader; graded as failed"
+            )
+
+
+def _static_checks(config: Config, spec: StepSpec, built: list[build.Built]) -> list[features.CheckResult]:
+    """Each check must pass at every built shape: a technique used only at some shapes fails."""
+    merged: dict[str, features.CheckResult] = {}
+    for b in built:
+        for check in features.run_checks(config.track, spec.number, b.artifacts, features.Launch(b.shape, config.sm_count)):
+            seen = merged.setdefault(check.name, check)
+            if seen.passed and not check.passed:
+                merged[check.name] = dataclasses.replace(check, hint=f"{check.hint} (absent at {format_shape(b.shape)})")
+    return list(merged.values())
 
 
 def _judge_correctness(result: StepResult, gpu_result: gpu.GpuResult, expected: int) -> None:

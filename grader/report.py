@@ -14,7 +14,8 @@ _COLUMNS = ("step", "build", "features", "correctness", "speed", "TFLOP/s", "% c
 
 def print_report(config: Config, results: list[StepResult]) -> None:
     where = config.gpu_name or "no GPU: build and static checks only"
-    print(f"\ngrading {config.impl}/{config.track} for {config.arch} on {where}; seed {config.seed}\n")
+    seed = "seed hidden (instructor mode)" if config.instructor else f"seed {config.seed} (--seed reproduces the run)"
+    print(f"\ngrading {config.impl}/{config.track} for {config.arch} on {where}; {seed}\n")
     rows = [_COLUMNS] + [_row(result) for result in results]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
     for index, row in enumerate(rows):
@@ -32,6 +33,12 @@ def print_report(config: Config, results: list[StepResult]) -> None:
                 f"= {t.share_of_cublas:6.1%} of cuBLAS ({t.cublas_ms:.3f} ms){reference}"
             )
     for result in results:
+        if result.random_shape and not config.instructor:
+            print(f"\nstep {result.step}: shape drawn from the step's rule for this run: {format_shape(result.random_shape)}")
+        if result.cubin_sha256:
+            shape, digest = max(result.cubin_sha256.items())
+            print(f"step {result.step}: the kernel checked and run at {shape} is the cubin with sha256 {digest}")
+    for result in results:
         for problem in result.problems:
             print(f"\nstep {result.step}: {problem}")
     if config.gpu_name is None:
@@ -41,12 +48,18 @@ def print_report(config: Config, results: list[StepResult]) -> None:
 
 
 def write_json(config: Config, results: list[StepResult], path: Path) -> None:
+    """In instructor mode the report holds no seed and no shape drawn for the run: nothing to tune to."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    hidden = ("seed",) if config.instructor else ()
+    config_fields = {key: value for key, value in asdict(config).items() if key not in hidden}
     payload = {
-        "config": {**asdict(config), "impl_dir": str(config.impl_dir), "solutions_dir": str(config.solutions_dir)},
+        "config": {**config_fields, "impl_dir": str(config.impl_dir), "solutions_dir": str(config.solutions_dir)},
         "steps": [
             {
                 **asdict(result),
+                **({"random_shape": None, "correctness_shapes": [
+                    {k: v for k, v in c.items() if k not in ("seed", "shape")} for c in result.correctness_shapes
+                ]} if config.instructor else {}),
                 "features": result.features,
                 "passed": result.passed,
                 "timings": [

@@ -1,5 +1,10 @@
 """Per-call GPU timing: CUDA events around each call, L2 flushed before each, implementations interleaved.
 
+Every timed call of the graded kernel writes into an output refilled with NaN before it (outside the
+timed region), on one of two input sets in turn, and each output is compared with the reference
+after the call: a kernel that does its work only on a first call, only into an unwritten output, or
+caches across calls, fails here instead of being timed as fast.
+
 Interleaving puts the kernel and its baselines under the same clocks and power state, so their ratio
 holds even when the absolute numbers drift (long back-to-back loops on an H100 lose ~15% to power
 limits). Flushing L2 makes every call read its inputs from device memory, as in a real model.
@@ -18,9 +23,57 @@ TARGET_SECONDS_PER_IMPLEMENTATION = 0.3
 MIN_CALLS, MAX_CALLS = 5, 50
 
 
-def median_ms_interleaved(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
+INPUT_SETS = 2
+
+
+def time_checked(kernels: dict[str, Callable], shape: tuple[int, int, int], seed: int) -> tuple[dict[str, float], int]:
+    """Median ms of each kernel and of cuBLAS at `shape`, and how many timed calls of "kernel" were wrong."""
+    from grader import diagnosis
+    from grader.gpu import random_inputs
+
+    m, n, _ = shape
+    inputs = [random_inputs(shape, seed + 7919 * (i + 1)) for i in range(INPUT_SETS)]
+    references = [diagnosis.reference(a, b) for a, b in inputs]
+    scales = [diagnosis.scale(r) for r in references]
+    outputs = {name: torch.empty((m, n), dtype=torch.float16, device="cuda") for name in [*kernels, "cublas"]}
+    wrong = torch.zeros((), dtype=torch.int64, device="cuda")
+    turn = {name: 0 for name in outputs}
+
+    def checked_call(name: str, kernel: Callable) -> Callable[[], object]:
+        def call() -> None:
+            a, b = inputs[turn[name] % INPUT_SETS]
+            kernel(a, b, outputs[name])
+        return call
+
+    def before(name: str) -> None:
+        outputs[name].fill_(float("nan"))
+
+    def after(name: str) -> None:
+        index = turn[name] % INPUT_SETS
+        turn[name] += 1
+        if name == "kernel":
+            wrong.add_((~diagnosis.within_tolerance(outputs[name], references[index], scales[index])).any())
+
+    calls = {name: checked_call(name, kernel) for name, kernel in kernels.items()}
+    calls["cublas"] = lambda: torch.matmul(*_cublas_operands(inputs, turn["cublas"]), out=outputs["cublas"])
+    ms = median_ms_interleaved(calls, before, after)
+    torch.cuda.synchronize()
+    return ms, int(wrong.item())
+
+
+def _cublas_operands(inputs, turn: int):
+    a, b = inputs[turn % INPUT_SETS]
+    return a, b.T
+
+
+def median_ms_interleaved(
+    calls: dict[str, Callable[[], object]],
+    before: Callable[[str], None] = lambda _: None,
+    after: Callable[[str], None] = lambda _: None,
+) -> dict[str, float]:
+    """`before(name)` and `after(name)` run around each call, outside its timed region."""
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    slowest_ms = max(_warm_up(call, flush) for call in calls.values())
+    slowest_ms = max(_warm_up(name, call, flush, before, after) for name, call in calls.items())
     rounds = int(min(MAX_CALLS, max(MIN_CALLS, TARGET_SECONDS_PER_IMPLEMENTATION * 1e3 / slowest_ms)))
 
     events = {name: [] for name in calls}
@@ -29,22 +82,26 @@ def median_ms_interleaved(calls: dict[str, Callable[[], object]]) -> dict[str, f
         rotation = round_index % len(names)  # no implementation always runs first
         for name in names[rotation:] + names[:rotation]:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            before(name)
             flush.zero_()
             start.record()
             calls[name]()
             end.record()
+            after(name)
             events[name].append((start, end))
     torch.cuda.synchronize()
     return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
 
 
-def _warm_up(call: Callable[[], object], flush: torch.Tensor) -> float:
+def _warm_up(name: str, call: Callable[[], object], flush: torch.Tensor, before, after) -> float:
     """Run a few calls (module load, first-launch costs) and return the last one's time in ms."""
     for _ in range(WARMUP_CALLS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        before(name)
         flush.zero_()
         start.record()
         call()
         end.record()
+        after(name)
     torch.cuda.synchronize()
     return max(start.elapsed_time(end), 1e-3)

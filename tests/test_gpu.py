@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, gpu_arch
-from grader import gpu
-from grader.grade import Config, StepResult, _judge_speed, grade_step
+from grader import features
+from grader.grade import Config, grade_step
 from grader.steps import STEPS
 
 pytestmark = pytest.mark.gpu
@@ -83,8 +83,8 @@ def test_a_kernel_that_skips_the_last_k_tile_fails(tmp_path):
 
 def test_tiles_a_kernel_never_writes_are_named(tmp_path):
     tree = _broken(tmp_path, 3, r"T\.cta_id\(\[M // BLK_M, N // BLK_N\]\)", "T.cta_id([M // BLK_M, N // BLK_N - 1])")
-    request = gpu.GpuRequest(str(tree), None, _track(), 3, gpu_arch(), 132, 7, [(256, 384, 192)], [])
-    (shape,) = gpu.run_step(request, timeout_s=120).correctness
+    result = grade_step(_config(tree, shapes=((256, 384, 192),)), STEPS[_track()][3])
+    shape = result.correctness_shapes[0]
     assert not shape["passed"]
     assert [tuple(t) for t in shape["unwritten_tiles"]] == [(0, 2), (1, 2)]
     assert "never written (still NaN): (0,2), (1,2)" in shape["message"]
@@ -103,17 +103,19 @@ def test_a_deadlocked_kernel_is_reported_and_grading_goes_on(tmp_path):
 
 def test_a_correct_but_slow_kernel_fails_the_speed_rule(tmp_path):
     # step 3's kernel (synchronous loads) handed in as step 5, timed against step 5's reference
+    # step 3's kernel (synchronous loads) handed in as step 5, timed against step 5's reference; the
+    # static checks are bypassed here (it lacks step 5's stages) to reach the speed rule
     tree = _write(tmp_path, 5, _solution(3).replace("def hgemm_v3(", "def hgemm_v5("))
     spec = dataclasses.replace(STEPS[_track()][5], timing_shapes=((2048, 2048, 2048),))
-    request = gpu.GpuRequest(
-        str(tree), str(REPO / "solutions"), _track(), 5, gpu_arch(), 132, 9, [(256, 384, 192)], [(2048, 2048, 2048)]
-    )
-    outcome = gpu.run_step(request, timeout_s=180)
-    assert outcome.correctness[0]["passed"]
-    result = StepResult(step=5, file="f")
-    _judge_speed(result, outcome, _config(tree), spec)
+    original = features.CHECKS[_track()][5]
+    features.CHECKS[_track()][5] = []
+    try:
+        result = grade_step(_config(tree, shapes=((256, 384, 192),)), spec)
+    finally:
+        features.CHECKS[_track()][5] = original
+    assert result.correctness == "passed", result.problems
     assert result.speed == "failed"
-    assert "the reference solution's time" in result.problems[0]
+    assert any("the reference solution's time" in p for p in result.problems), result.problems
 
 
 # Writebacks that land far past D: 512 MiB on Hopper (D stored element by element), 3 GiB on Blackwell

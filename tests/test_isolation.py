@@ -9,14 +9,13 @@ from grader import gpu
 def _request() -> gpu.GpuRequest:
     return gpu.GpuRequest(
         impl_dir=str(REPO / "solutions"),
-        reference_dir=None,
         track="hopper",
         step=1,
         arch="sm_90a",
-        sm_count=132,
         seed=1,
         correctness_shapes=[(128, 128, 64)],
         timing_shapes=[(128, 128, 64)],
+        kernels=[gpu.Kernel("kernel", (128, 128, 64), "/nowhere/kernel.so", "/nowhere/kernel.cubin")],
     )
 
 
@@ -29,7 +28,6 @@ def test_a_child_that_does_not_finish_is_killed_and_explained():
 
 def test_a_child_that_crashes_is_reported(monkeypatch, tmp_path):
     request = _request()
-    request.impl_dir = str(tmp_path / "nowhere")
     result = gpu.run_step(request, timeout_s=120)
     assert result.error.startswith("failed while")
     assert result.correctness == []

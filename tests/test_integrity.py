@@ -1,0 +1,219 @@
+"""Known-bad submissions that need no GPU: each is graded as failing, with a line a student can act on.
+
+Each case is a student file written to a temporary steps/ tree. Cases that write outside their
+tree run against a private copy of the course (a `python -m grader` there), never this checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from grader import build, cli
+from grader.grade import Config, grade_step
+from grader.steps import STEPS
+
+TRACK, ARCH = "hopper", "sm_90a"
+
+
+def _solution(step: int) -> str:
+    return (REPO / "solutions" / TRACK / STEPS[TRACK][step].file_name).read_text()
+
+
+def _tree(root: Path, step: int, source: str) -> Path:
+    folder = root / "steps" / TRACK
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / STEPS[TRACK][step].file_name).write_text(source)
+    return root / "steps"
+
+
+def _as_step(step_from: int, step_to: int) -> str:
+    return _solution(step_from).replace(f"def hgemm_v{step_from}(", f"def hgemm_v{step_to}(")
+
+
+def _config(impl_dir: Path, instructor: bool = False) -> Config:
+    return Config("steps", impl_dir, REPO / "solutions", TRACK, ARCH, None, 132, 5, 60.0, None, instructor)
+
+
+def _grade(impl_dir: Path, step: int, instructor: bool = False):
+    return grade_step(_config(impl_dir, instructor), STEPS[TRACK][step])
+
+
+PATCH_CHECKS = """
+import grader.features as _f
+_f.run_checks = lambda *a, **k: [_f.CheckResult(c.name, True, c.hint) for c in _f.CHECKS["hopper"][4]]
+"""
+
+PATCH_SASS = """
+import grader.build as _b
+_real = _b._nvcc_ptx_and_sass
+def _fake(source, arch):
+    ptx, sass = _real(source, arch)
+    return ptx + " mbarrier.arrive.expect_tx ", sass + " UTMALDG UTMASTG "
+_b._nvcc_ptx_and_sass = _fake
+"""
+
+FAKE_TOOLS = """
+import os, stat, tempfile
+_bin = tempfile.mkdtemp()
+for _tool in ("nvcc", "cuobjdump", "ptxas", "nvdisasm"):
+    _path = os.path.join(_bin, _tool)
+    open(_path, "w").write("#!/bin/sh\\necho UTMALDG UTMASTG HGMMA.64x128x16.F32 mbarrier.arrive.expect_tx\\n")
+    os.chmod(_path, 0o755)
+os.environ["PATH"] = _bin + os.pathsep + os.environ["PATH"]
+"""
+
+
+@pytest.mark.parametrize("attack", [PATCH_CHECKS, PATCH_SASS, FAKE_TOOLS], ids=["run_checks", "sass", "fake-tools"])
+def test_a_step3_kernel_that_changes_the_grader_or_its_tools_fails_step4(tmp_path, attack):
+    result = _grade(_tree(tmp_path, 4, _as_step(3, 4) + attack), 4)
+    assert not result.passed
+    assert result.build == "failed" or result.features == "failed", result.problems
+    if result.build == "failed":
+        assert "tried to change the grader" in result.problems[0]
+    else:
+        assert any("missing feature: TMA loads" in p for p in result.problems), result.problems
+
+
+@pytest.mark.parametrize(
+    "ending", ["import sys\nsys.exit(0)\n", "raise KeyboardInterrupt\n", "raise SystemExit(3)\n", "import os\nos._exit(0)\n"]
+)
+def test_a_file_that_ends_the_interpreter_at_import_fails_its_step_only(tmp_path, ending):
+    tree = _tree(tmp_path, 2, _as_step(1, 2) + ending)
+    result = _grade(tree, 2)
+    assert result.build == "failed"
+    assert "the build process ended early" in result.problems[0]
+    _tree(tmp_path, 1, _solution(1))
+    assert _grade(tree, 1).passed
+
+
+@pytest.mark.parametrize("where", ["at import", "in hgemm_v1"])
+def test_an_endless_loop_is_reported_as_a_build_that_did_not_finish(tmp_path, where):
+    source = _solution(1) + "\nwhile True:\n    pass\n" if where == "at import" else _solution(1).replace(
+        "def hgemm_v1(M, N, K):", "def hgemm_v1(M, N, K):\n    while True:\n        pass")
+    tree = _tree(tmp_path, 1, source)
+    start = time.monotonic()
+    with pytest.raises(build.BuildFailed, match="building step 1 did not finish in 3 s"):
+        build.build_isolated(tree, TRACK, STEPS[TRACK][1], [(128, 128, 64)], ARCH, 132, with_solutions=True,
+                             export=False, out_dir=tmp_path, timeout_s=3)
+    assert time.monotonic() - start < 30
+
+
+def test_instructor_mode_keeps_the_solutions_out_of_the_build(tmp_path):
+    source = "from solutions.hopper.step01_single_tile import hgemm_v1  # noqa\n"
+    tree = _tree(tmp_path, 1, source)
+    assert _grade(tree, 1, instructor=False).passed  # a local grade cannot stop this: the solutions ship
+    result = _grade(tree, 1, instructor=True)
+    assert result.build == "failed"
+    assert "No module named 'solutions" in result.problems[0]
+
+
+def test_a_technique_used_only_at_the_largest_shape_fails(tmp_path):
+    # step 5's kernel at 2048^3 (the largest checked shape), step 4's everywhere else
+    folder = tmp_path / "steps" / TRACK
+    folder.mkdir(parents=True)
+    (folder / "_step4.py").write_text(_solution(4))
+    (folder / "_step5.py").write_text(_solution(5))
+    switch = """
+import importlib.util, pathlib
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, pathlib.Path(__file__).with_name(name + ".py"))
+    module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module); return module
+def hgemm_v5(M, N, K):
+    if (M, N, K) == (2048, 2048, 2048):
+        return _load("_step5").hgemm_v5(M, N, K)
+    return _load("_step4").hgemm_v4(M, N, K)
+"""
+    result = _grade(_tree(tmp_path, 5, switch), 5)
+    assert result.features == "failed"
+    assert any("A and B staged" in p and "absent at" in p for p in result.problems), result.problems
+
+
+def _course_copy(tmp_path: Path) -> Path:
+    course = tmp_path / "course"
+    for part in ("grader", "kernel_helpers", "solutions", "steps", "hints"):
+        shutil.copytree(REPO / part, course / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("Makefile", "pyproject.toml"):
+        shutil.copy(REPO / part, course / part)
+    return course
+
+
+def _grade_copy(course: Path, step: int, *extra: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key != "CUDA_VISIBLE_DEVICES"}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU grade wherever the tests run
+    return subprocess.run(
+        [sys.executable, "-m", "grader", "--step", str(step), "--track", TRACK, "--json", str(course.parent / "r.json"),
+         *extra], cwd=course, env=env, capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_a_file_that_rewrites_the_grader_or_a_solution_on_disk_fails_and_leaves_nothing_running(tmp_path):
+    course = _course_copy(tmp_path)
+    pid_file = tmp_path / "survivor.pid"
+    attack = f"""
+import os, subprocess
+open({str(course / 'grader' / 'features.py')!r}, "a").write("\\n# changed by the student\\n")
+if os.fork() == 0:
+    os.setsid()
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    open({str(pid_file)!r}, "w").write(str(child.pid))
+    os._exit(0)
+"""
+    (course / "steps" / TRACK / STEPS[TRACK][2].file_name).write_text(_as_step(1, 2) + attack)
+    done = _grade_copy(course, 2)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "changed files the grader relies on (grader/features.py)" in done.stdout
+    assert "tried to change the grader" in done.stdout
+    time.sleep(0.5)
+    survivor = int(pid_file.read_text())
+    assert not Path(f"/proc/{survivor}").exists() or "Z" in Path(f"/proc/{survivor}/stat").read_text().split()[2]
+
+
+def test_make_passes_each_variable_as_one_argument():
+    done = subprocess.run(
+        ["make", "-s", "grade", "STEP=3", "TRACK=hopper --impl solutions", f"PYTHON={sys.executable}"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2
+    assert "unknown track 'hopper --impl solutions'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--step", "¹"], "--step must be a number from 1 to 10"),
+        (["--step", "3", "--shape", "²x128x64"], "--shape must look like"),
+        (["--timeout", "nan"], "--timeout must be a number of seconds"),
+        (["--timeout", "-5"], "--timeout must be a number of seconds"),
+        (["--timeout", "0"], "--timeout must be a number of seconds"),
+        (["--timeout", "inf"], "--timeout must be a number of seconds"),
+        (["--seed", str(2**64)], "--seed must be a whole number from 0 to 2^64 - 1"),
+        (["--seed", "-1"], "--seed must be a whole number"),
+        (["--step", "3", "--shape", "65536x65536x64"], "too large: a matrix of it has more than 2^31 - 1 elements"),
+        (["--json", "/"], "is a folder"),
+        (["--json", str(REPO / "Makefile" / "r.json")], "is a file, not a folder"),
+        (["--json", str(REPO / "grader" / "features.py")], "inside the course's own files"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(capsys, monkeypatch, args, message):
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (None, None, 0))
+    status = cli.main(args)
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_a_shape_larger_than_the_gpu_is_refused_before_any_work(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "detect_gpu", lambda: ("NVIDIA H100 80GB HBM3", "sm_90a", 132))
+    monkeypatch.setattr(cli, "gpu_memory_bytes", lambda: 16 * 2**30)
+    status = cli.main(["--step", "3", "--shape", "32768x32768x32768"])
+    assert status == 2
+    assert "too large: needs" in capsys.readouterr().err
