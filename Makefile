@@ -61,13 +61,13 @@ grade: $(ENV_READY)
 	$(PYTHON) -m grader $(GRADER_ARGS)
 
 hint: $(ENV_READY)
-	@$(PYTHON) -m grader.hint --step $(STEP) --track $(TRACK) --level $(LEVEL) $(if $(TODO),--todo $(TODO))
+	@$(PYTHON) -m grader.hint --step $(call quote,$(STEP)) --track $(call quote,$(TRACK)) --level $(call quote,$(LEVEL)) $(if $(TODO),--todo $(call quote,$(TODO)))
 
 inspect: $(ENV_READY)
 	$(PYTHON) -m grader.inspect_step --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH))
 
 debug: $(ENV_READY)
-	$(PYTHON) -m grader.locator --step $(STEP) --impl $(IMPL) --track $(TRACK) --arch $(ARCH) $(if $(SHAPES),--shape $(firstword $(SHAPES)))
+	$(PYTHON) -m grader.locator --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 
 SANITIZE_RUN = $(PYTHON) -m grader.run_kernel --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 sanitize: $(ENV_READY)
