@@ -224,5 +224,9 @@ def _kill_group(pgid: int) -> None:
 
 
 def python_command(module: str, *args: str) -> list[str]:
-    """A Python that ignores PYTHON* variables and the user's site folder."""
-    return [sys.executable, "-E", "-s", "-m", module, *args]
+    """A Python that ignores the user's site folder, where a student's process could leave a .pth file.
+
+    PYTHON* variables are kept: they are the grader's own environment (a GPU machine may install
+    tvm on PYTHONPATH), and student code cannot change the environment its parent starts children with.
+    """
+    return [sys.executable, "-s", "-m", module, *args]
