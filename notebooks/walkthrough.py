@@ -59,8 +59,10 @@ def build_step(step: int, shape, track: str = TRACK, arch: str | None = None) ->
     artifacts = build.build(factory, spec, tuple(shape), arch, sm_count=SM_COUNT if arch == ARCH else DEFAULT_SM_COUNT[arch])
     print(f"step {step} ({track}, {arch}) at {format_shape(shape)}: built in {artifacts.seconds:.1f} s, "
           f"grid {artifacts.grid}, {artifacts.threads_per_cta} threads per CTA")
-    launch = features.Launch(tuple(shape), SM_COUNT)
-    for check in features.run_checks(track, step, artifacts, launch):
+    if step not in features.CHECKS[track]:
+        print(f"  grader/features.py has no static checks for {track} step {step} yet")
+        return artifacts
+    for check in features.run_checks(track, step, artifacts, features.Launch(tuple(shape), SM_COUNT)):
         print(f"  static check {'pass' if check.passed else 'FAIL'}: {check.name}")
     return artifacts
 
