@@ -26,7 +26,7 @@ quote = '$(subst ','\'',$(1))'
 GRADER_ARGS = --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) \
 	--arch $(call quote,$(ARCH)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
-.PHONY: help setup grade hint inspect debug sanitize bench test wheelhouse clean
+.PHONY: help setup grade hint inspect debug sanitize bench test notebooks wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
@@ -37,6 +37,7 @@ help:
 	@echo "make sanitize STEP=5 [IMPL=...] [SHAPES=...]  run the step once under compute-sanitizer racecheck + synccheck (GPU)"
 	@echo "make bench [BENCH_OUT=reports/bench]         every reference step vs cuBLAS at 5 shapes: .md, .json, .png (GPU)"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
+	@echo "make notebooks                               Jupyter on notebooks/ (the walk-throughs of steps 1-10)"
 	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
 	@echo "make wheelhouse                              download every wheel into ./wheelhouse for an offline setup"
 	@echo "Add PYTHON=python3 to any target to use that interpreter instead of .venv."
@@ -79,6 +80,11 @@ bench: $(ENV_READY)
 
 test: $(ENV_READY)
 	$(PYTHON) -m pytest tests
+
+notebooks: $(ENV_READY)
+	@$(PYTHON) -c "import jupyterlab" 2>/dev/null || $(PYTHON) -c "import notebook" 2>/dev/null || \
+	    { echo "make notebooks: Jupyter is not installed; install it with: $(PYTHON) -m pip install jupyterlab"; exit 1; }
+	$(PYTHON) -m $$($(PYTHON) -c "import jupyterlab" 2>/dev/null && echo jupyterlab || echo notebook) --notebook-dir=notebooks
 
 wheelhouse:
 	python3 -m pip download -d wheelhouse -r requirements.txt
