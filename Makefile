@@ -26,7 +26,7 @@ quote = '$(subst ','\'',$(1))'
 GRADER_ARGS = --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) \
 	--arch $(call quote,$(ARCH)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
-.PHONY: help setup grade hint inspect debug sanitize bench test notebooks wheelhouse clean
+.PHONY: help setup grade hint inspect debug check sanitize bench test notebooks wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
@@ -34,6 +34,7 @@ help:
 	@echo "                                             no TODO: list the step's TODOs (TRACK=auto: the GPU's, else blackwell)"
 	@echo "make inspect STEP=5 [IMPL=...] [TRACK=...]   generated CUDA + the features found in it (no GPU needed)"
 	@echo "make debug STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  which warp waits on which barrier when a step hangs (GPU; without one: the barrier map)"
+	@echo "make check STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  run the step's barrier protocol on the CPU: deadlocks, stage races (no GPU needed)"
 	@echo "make sanitize STEP=5 [IMPL=...] [SHAPES=...]  run the step once under compute-sanitizer racecheck + synccheck (GPU)"
 	@echo "make bench [BENCH_OUT=reports/bench]         every reference step vs cuBLAS at 5 shapes: .md, .json, .png (GPU)"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
@@ -69,6 +70,9 @@ inspect: $(ENV_READY)
 
 debug: $(ENV_READY)
 	$(PYTHON) -m grader.locator --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
+
+check: $(ENV_READY)
+	@$(PYTHON) -m grader.protocol --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
 SANITIZE_RUN = $(PYTHON) -m grader.run_kernel --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 sanitize: $(ENV_READY)

@@ -1,0 +1,1164 @@
+"""Protocol checker: run a kernel's synchronisation protocol on the CPU and report its deadlocks and races.
+
+What is run: the kernel's TIR as TIRx builds it (the PrimFunc before lowering: loops, branches, the
+scope ids bx / rank / wg_id / warp_id / lane_id, mbarrier and named-barrier intrinsics, TMA copies as
+`copy_async` of whole buffer regions). `_Compiler` translates it into one Python generator function;
+each warp of the simulated CTAs runs it as its own coroutine. Integer control flow and local integer
+variables are executed exactly; data (accumulators, loads and stores of tiles, casts) is skipped.
+Lanes of a warp that branch apart on a lane-dependent condition (`lane_id == 0`, `elect_sync()`,
+`thread_rank() == 0`) run one side after the other and meet again after the branch (a warp is one
+coroutine; its lanes cannot wait for each other across a branch). An op run by k active lanes acts k
+times (k arrivals, k copies).
+
+What is modelled exactly:
+- mbarriers: init count, arrivals (with count, local or remote through `mapa`), expect_tx, the bytes
+  each TMA copy delivers (its destination box times the element size) on every CTA of its multicast
+  mask, `tcgen05.commit` arrivals (on every CTA of its mask), parity waits: a wait for parity p passes
+  when the barrier's completed-phase count c has c % 2 != p, as the hardware's try_wait.parity does.
+  The checker also knows which absolute phase each wait meant (the next phase of that parity after
+  the last one this warp saw), which is how it tells a wait that came too late from one that came
+  too early.
+- named barriers (`bar.sync id, n`, `cta_sync` = id 0 with every live thread, `warpgroup_sync`),
+  counted per warp; the cluster barrier (all warps of the cluster).
+- wgmma groups: `commit_group` / `wait_group(n)` order a warp's groups; a group completes only when
+  every warp of its warpgroup has committed it (the MMA is warpgroup-wide). A group reads the stages
+  its descriptors point at until a wait_group retires it.
+- tcgen05 MMAs read their stages until a later `tcgen05.commit` of the same thread arrives.
+- TMA loads write their stage until their bytes are delivered.
+Async completions (TMA deliveries, commit arrivals) are events that the scheduler delivers.
+
+The search. A schedule runs one warp as far as it can (until it blocks or ends), then the next one,
+and delivers async events either as soon as the running warp stops (eager) or only when no warp can
+move (lazy). The schedules tried, for the first and for the last CTA (cluster) of the grid:
+1. round robin, eager: the natural order; finds trip-count mismatches, wrong init counts, wrong
+   starting phases (a wait whose phase has already been overtaken), expect_tx larger than delivered;
+2. round robin, lazy: every copy and commit lands as late as possible, so a wait that passes on a
+   phase its copy has not completed yet reads a stage before it landed, and a phase that completes
+   with copies still in flight shows an expect_tx smaller than the copies deliver;
+3. for each warp W, eager, W delayed as long as possible: W runs one op at a time and only when no
+   other warp can move. Every phase that can complete without W's progress does complete before W
+   looks at it: a waiter whose barrier needs nothing from it is lapped (issue 16: it waits for phase
+   n while n + 1 has completed), a release that does not wait for W's MMA group lets the producer
+   refill a stage W's group still reads, and a named barrier shared by two groups completes with a
+   mix of both. These are exactly the classes where the order of warps, not their trip counts,
+   decides the outcome; trying every warp as the slow one covers each waiter and each arriver.
+The schedules are deterministic, so a finding comes with the schedule that shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader import build
+from grader.locator import _meaning, _ranges, _who, shared_buffers
+from grader.steps import Shape, format_shape
+
+MAX_OPS = 2_000_000  # barrier ops per schedule before the checker calls it a loop that does not end
+MAX_LINES = 12  # findings printed
+
+
+class Unsupported(Exception):
+    """The kernel uses something the checker cannot run: it says so instead of guessing."""
+
+
+class _Data(Exception):
+    """An expression that reads data (a tile, a float): its statement is skipped."""
+
+
+# ---- the kernel as Python ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    name: str
+    offset: int  # bytes from the start of dynamic shared memory
+    shape: tuple[int, ...]
+    itemsize: int
+    is_barrier: bool
+
+    @property
+    def stage_bytes(self) -> int:
+        """A stage is the slice along the first dimension of a buffer of 3 or more dimensions."""
+        size = self.itemsize
+        for extent in self.shape[1:] if len(self.shape) >= 3 else self.shape:
+            size *= extent
+        return size
+
+
+@dataclass
+class Kernel:
+    source: str  # the Python translation, for debugging the checker
+    warp_function: object
+    grid: tuple[int, ...]
+    cluster_size: int
+    warps_per_cta: int
+    warps_per_warpgroup: int
+    shared: dict[str, SharedBuffer]
+
+
+_SCOPES = {("kernel", "cta"): "CTA", ("cluster", "cta"): "RANK", ("cta", "warpgroup"): "WG",
+           ("warpgroup", "warp"): "WW", ("warp", "thread"): "LANE", ("cta", "warp"): "W",
+           ("kernel", "cluster"): "CLUSTER"}
+_BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "FloorDiv": "//", "FloorMod": "%", "Div": "//", "Mod": "%",
+           "EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=", "And": "and", "Or": "or",
+           "BitwiseXor": "^", "BitwiseAnd": "&", "BitwiseOr": "|"}
+_CALL_BINARY = {"tirx.bitwise_xor": "^", "tirx.bitwise_and": "&", "tirx.bitwise_or": "|",
+                "tirx.shift_left": "<<", "tirx.shift_right": ">>"}
+_SKIPPED_OPS = ("fence", "setmaxnreg", "wgmma_fence", "warp_sync", "trap_when", "tcgen05_alloc", "tcgen05_dealloc",
+                "tcgen05_relinquish", "tcgen05_wait", "tcgen05_fence", "cp_async_bulk", "wgmma_encode", "evaluate",
+                "tvm_storage_sync")
+
+
+def _dtype(expr) -> str:
+    return str(getattr(expr, "ty", ""))
+
+
+def _int(expr) -> int:
+    return int(expr.value) if hasattr(expr, "value") else int(expr)
+
+
+class _Compiler:
+    """TIR statement tree -> the source of `def warp(rt, a, CTA, RANK, WG, WW, W)`, a generator."""
+
+    def __init__(self, printed_names: dict[int, str]):
+        self.printed_names = printed_names
+        self.lines: list[str] = []
+        self.names: dict[int, str] = {}  # handle of a Var or local buffer -> Python name
+        self.local_buffers: dict[str, int] = {}  # Python name -> element count
+        self.shared: dict[int, SharedBuffer] = {}
+        self.scopes: dict[str, list[int]] = {}
+        self.scope_vars: dict[int, str] = {}
+        self.counter = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def emit(self, depth: int, line: str) -> None:
+        self.lines.append("    " * depth + line)
+
+    # -- expressions: (python source, depends on the lane) --
+
+    def expr(self, e) -> tuple[str, bool]:
+        kind = type(e).__name__
+        if kind in ("IntImm", "FloatImm"):
+            value = e.value
+            return (str(bool(value)) if _dtype(e) == "bool" else repr(value)), False
+        if kind == "StringImm":
+            return repr(e.value), False
+        if kind in ("Var", "SizeVar"):
+            handle = hash(e)
+            if handle in self.scope_vars:
+                name = self.scope_vars[handle]
+                return name, name == "_L"
+            if handle not in self.names:
+                raise _Data(f"unbound variable {e}")
+            return self.names[handle], False
+        if kind in _BINARY:
+            a, la = self.expr(e.a)
+            b, lb = self.expr(e.b)
+            return f"({a} {_BINARY[kind]} {b})", la or lb
+        if kind in ("Min", "Max"):
+            a, la = self.expr(e.a)
+            b, lb = self.expr(e.b)
+            return f"{kind.lower()}({a}, {b})", la or lb
+        if kind == "Not":
+            a, la = self.expr(e.a)
+            return f"(not {a})", la
+        if kind == "Select":
+            c, lc = self.expr(e.condition)
+            t, lt = self.expr(e.true_value)
+            f, lf = self.expr(e.false_value)
+            return f"({t} if {c} else {f})", lc or lt or lf
+        if kind == "Cast":
+            dtype = _dtype(e)
+            if not dtype.startswith(("int", "uint", "bool")):
+                raise _Data(dtype)
+            a, la = self.expr(e.value)
+            return (f"bool({a})" if dtype == "bool" else f"int({a})"), la
+        if kind == "TensorLoad":
+            return self.load(e)
+        if kind == "Call":
+            return self.call_expr(e)
+        raise _Data(kind)
+
+    def load(self, e) -> tuple[str, bool]:
+        buffer = e.source if not hasattr(e.source, "buffer") else e.source.buffer
+        handle = hash(buffer)
+        if handle not in self.names:
+            raise _Data(f"load of {buffer.name}")
+        index, lane = self.flat_index(buffer, e.indices)
+        return f"{self.names[handle]}[{index}]", lane
+
+    def flat_index(self, buffer, indices) -> tuple[str, bool]:
+        shape = [_int(x) for x in buffer.shape]
+        terms, lane = [], False
+        stride = 1
+        for extent, index in reversed(list(zip(shape, indices))):
+            source, dep = self.expr(index)
+            lane = lane or dep
+            terms.append(f"{source} * {stride}" if stride != 1 else source)
+            stride *= extent
+        return (" + ".join(reversed(terms)) or "0"), lane
+
+    def call_expr(self, e) -> tuple[str, bool]:
+        name = e.op.name
+        if name in _CALL_BINARY:
+            a, la = self.expr(e.args[0])
+            b, lb = self.expr(e.args[1])
+            return f"({a} {_CALL_BINARY[name]} {b})", la or lb
+        if name == "tirx.cuda.elect_sync":
+            return "(_L == mask[0])", True
+        if name == "tirx.cuda.thread_rank":
+            return "(W * 32 + _L)", True
+        if name in ("tirx.cuda.cvta_generic_to_shared", "tirx.reinterpret"):
+            return self.expr(e.args[-1])
+        if name in ("tirx.if_then_else", "tirx.tvm_if_then_else"):
+            c, lc = self.expr(e.args[0])
+            t, lt = self.expr(e.args[1])
+            f, lf = self.expr(e.args[2])
+            return f"({t} if {c} else {f})", lc or lt or lf
+        if name == "tirx.address_of":
+            return self.address_of(e.args[0])
+        raise _Data(name)
+
+    def address_of(self, load) -> tuple[str, bool]:
+        """A barrier: ('bar', name, index); a shared data buffer: its byte address (for descriptors)."""
+        buffer = load.source if not hasattr(load.source, "buffer") else load.source.buffer
+        shared = self.shared.get(hash(buffer))
+        if shared is None:
+            raise _Data(f"address of {buffer.name}")
+        index, lane = self.flat_index(buffer, load.indices)
+        if shared.is_barrier:
+            return f"('bar', {shared.name!r}, {index})", lane
+        return f"({shared.offset} + ({index}) * {shared.itemsize})", lane
+
+    def region(self, region) -> tuple[SharedBuffer | None, str, str]:
+        """(shared buffer or None, stage expression, bytes expression) of a buffer region."""
+        buffer = region.source if not hasattr(region.source, "buffer") else region.source.buffer
+        shared = self.shared.get(hash(buffer))
+        ranges = list(region.region)
+        extents = [self.expr(r.extent)[0] for r in ranges]
+        itemsize = (buffer.dtype.bits * buffer.dtype.lanes) // 8
+        nbytes = " * ".join(extents + [str(itemsize)])
+        if shared is None:
+            return None, "0", nbytes
+        stage = self.expr(ranges[0].min)[0] if len(ranges) >= 3 else "0"
+        return shared, stage, nbytes
+
+    # -- statements --
+
+    def stmt(self, s, depth: int) -> None:
+        kind = type(s).__name__
+        if kind == "SeqStmt":
+            for child in s.seq:
+                self.stmt(child, depth)
+        elif kind == "AttrStmt":
+            self.stmt(s.body, depth)
+        elif kind == "ScopeIdDefStmt":
+            self.scope_def(getattr(s, "def"))
+        elif kind == "AllocBuffer":
+            self.alloc(s.buffer, depth)
+        elif kind == "DeclBuffer":
+            self.declare(s.buffer)
+        elif kind == "Bind":
+            name = self.names.setdefault(hash(s.var), self.fresh("v_"))
+            try:
+                value, _ = self.expr(s.value)
+            except _Data:
+                value = "None"
+            self.emit(depth, f"{name} = {value}")
+        elif kind == "BufferStore":
+            self.store(s, depth)
+        elif kind == "For":
+            var = self.names.setdefault(hash(s.loop_var), self.fresh("i_"))
+            start, _ = self.expr(s.min)
+            extent, _ = self.expr(s.extent)
+            step = self.expr(s.step)[0] if s.step is not None else "1"
+            self.emit(depth, f"for {var} in range({start}, {start} + {extent}, {step}):")
+            self.emit(depth + 1, "pass")
+            self.stmt(s.body, depth + 1)
+        elif kind == "While":
+            condition, _ = self.expr(s.condition)
+            self.emit(depth, f"while {condition}:")
+            self.emit(depth + 1, "yield rt.step(a)")  # a loop that never ends still counts ops
+            self.stmt(s.body, depth + 1)
+        elif kind == "IfThenElse":
+            self.branch(s, depth)
+        elif kind == "Evaluate":
+            if type(s.value).__name__ == "Call":
+                self.op(s.value, depth)
+        elif kind == "TilePrimitiveCall":
+            self.tile_op(s, depth)
+        elif kind == "Break":
+            self.emit(depth, "break")
+        elif kind == "Continue":
+            self.emit(depth, "continue")
+        elif kind == "Return":
+            self.emit(depth, "return")
+        elif kind == "AssertStmt":
+            pass
+        else:
+            raise Unsupported(f"a {kind} statement")
+
+    def scope_def(self, definition) -> None:
+        text = str(definition)
+        found = re.search(r'"(\w+)", "(\w+)"\)\s*$', text)
+        role = _SCOPES.get((found.group(1), found.group(2))) if found else None
+        if role is None:
+            raise Unsupported(f"the scope id {text}")
+        extents = [_int(x) for x in definition.extents] if definition.extents is not None else []
+        ids = list(definition.def_ids)
+        if extents:
+            self.scopes[role] = extents
+        for axis, var in enumerate(ids):
+            if role == "CTA":
+                self.scope_vars[hash(var)] = f"CTA[{axis}]"
+            elif role == "LANE":
+                self.scope_vars[hash(var)] = "_L"
+            else:
+                self.scope_vars[hash(var)] = role
+
+    def declare(self, buffer) -> None:
+        scope = buffer.scope()
+        if scope.startswith("shared"):
+            itemsize = (buffer.dtype.bits * buffer.dtype.lanes) // 8
+            shape = tuple(_int(x) for x in buffer.shape)
+            offset = _int(buffer.elem_offset) * itemsize if buffer.elem_offset is not None else 0
+            is_barrier = str(buffer.dtype) == "uint64"
+            name = self.printed_names.get(offset, buffer.name) if buffer.name in ("", "buffer") else buffer.name
+            self.shared[hash(buffer)] = SharedBuffer(name, offset, shape, itemsize, is_barrier)
+        elif scope == "local":
+            self.alloc(buffer, None)
+
+    def alloc(self, buffer, depth: int | None) -> None:
+        if not buffer.scope().startswith("local") or not str(buffer.dtype).startswith(("int", "uint")):
+            if buffer.scope().startswith("shared"):
+                self.declare(buffer)
+            return
+        name = self.names.setdefault(hash(buffer), self.fresh("b_"))
+        count = 1
+        for extent in buffer.shape:
+            count *= _int(extent)
+        self.local_buffers[name] = max(count, self.local_buffers.get(name, 0))
+
+    def store(self, s, depth: int) -> None:
+        handle = hash(s.buffer)
+        if handle not in self.names and s.buffer.scope() == "local" and str(s.buffer.dtype).startswith(("int", "uint")):
+            self.alloc(s.buffer, depth)
+        if handle not in self.names:
+            return  # a store of data
+        try:
+            index, _ = self.flat_index(s.buffer, s.indices)
+            value, _ = self.expr(s.value)
+        except _Data:
+            return
+        self.emit(depth, f"{self.names[handle]}[{index}] = {value}")
+
+    def branch(self, s, depth: int) -> None:
+        condition, lane = self.expr(s.condition)
+        if not lane:
+            self.emit(depth, f"if {condition}:")
+            self.emit(depth + 1, "pass")
+            self.stmt(s.then_case, depth + 1)
+            if s.else_case is not None:
+                self.emit(depth, "else:")
+                self.emit(depth + 1, "pass")
+                self.stmt(s.else_case, depth + 1)
+            return
+        outer, taken = self.fresh("m_"), self.fresh("t_")
+        self.emit(depth, f"{outer} = mask")
+        self.emit(depth, f"{taken} = tuple(_L for _L in {outer} if {condition})")
+        self.emit(depth, f"if {taken}:")
+        self.emit(depth + 1, f"mask = a.lanes = {taken}; _L = mask[0]")
+        self.stmt(s.then_case, depth + 1)
+        if s.else_case is not None:
+            self.emit(depth, f"if len({taken}) < len({outer}):")
+            self.emit(depth + 1, f"mask = a.lanes = tuple(_L for _L in {outer} if _L not in {taken}); _L = mask[0]")
+            self.stmt(s.else_case, depth + 1)
+        self.emit(depth, f"mask = a.lanes = {outer}; _L = mask[0]")
+
+    def lanes(self, call) -> str:
+        """How many active lanes run a predicated op (pred=...), else all active lanes."""
+        for arg in call.args:
+            if type(arg).__name__ != "StringImm" and _dtype(arg) == "bool":
+                predicate, _ = self.expr(arg)
+                return f"sum(1 for _L in mask if {predicate})"
+        return "len(mask)"
+
+    def op(self, call, depth: int) -> None:
+        name = call.op.name.removeprefix("tirx.")
+        args = [a for a in call.args if type(a).__name__ != "StringImm"]
+        numbers = [a for a in args[1:] if _dtype(a).startswith(("int", "uint"))]
+        if name.startswith("ptx.mbarrier_init"):
+            self.emit(depth, f"yield rt.init(a, {self.expr(args[0])[0]}, {self.expr(args[1])[0]})")
+        elif name.startswith("ptx.mbarrier_arrive"):
+            bar = self.expr(args[0])[0]
+            value = self.expr(numbers[0])[0] if numbers else "1"
+            lanes = self.lanes(call)
+            if "expect_tx" in name:
+                self.emit(depth, f"yield rt.arrive(a, {bar}, {lanes}, {value})")
+            else:
+                self.emit(depth, f"yield rt.arrive(a, {bar}, {lanes} * {value}, 0)")
+        elif name.startswith("ptx.mbarrier_expect_tx"):
+            self.emit(depth, f"yield rt.arrive(a, {self.expr(args[0])[0]}, 0, {self.expr(numbers[0])[0]})")
+        elif name in ("cuda.mbarrier_wait", "cuda.mbarrier_wait_acquire_cluster"):
+            self.emit(depth, f"yield rt.wait(a, {self.expr(args[0])[0]}, {self.expr(args[1])[0]})")
+        elif name.startswith("ptx.mapa"):
+            target = args[0]
+            buffer = target.source if not hasattr(target.source, "buffer") else target.source.buffer
+            self.alloc(buffer, depth)
+            index, _ = self.flat_index(buffer, target.indices)
+            bar, peer = self.expr(args[1])[0], self.expr(args[2])[0]
+            self.emit(depth, f"{self.names[hash(buffer)]}[{index}] = rt.mapa(a, {bar}, {peer})")
+        elif name == "cuda.cta_sync":
+            self.emit(depth, "yield rt.named_sync(a, 0, None)")
+        elif name == "cuda.warpgroup_sync":
+            self.emit(depth, f"yield rt.named_sync(a, {self.expr(args[0])[0]}, 128)")
+        elif name.startswith("ptx.bar_sync") or name.startswith("ptx.barrier_sync"):
+            count = self.expr(args[1])[0] if len(args) > 1 else "None"
+            self.emit(depth, f"yield rt.named_sync(a, {self.expr(args[0])[0]}, {count})")
+        elif name == "cuda.cluster_sync":
+            self.emit(depth, "yield rt.cluster_arrive(a)")
+            self.emit(depth, "yield rt.cluster_wait(a)")
+        elif name.startswith("ptx.barrier_cluster_arrive"):
+            self.emit(depth, "yield rt.cluster_arrive(a)")
+        elif name.startswith("ptx.barrier_cluster_wait"):
+            self.emit(depth, "yield rt.cluster_wait(a)")
+        elif name == "ptx.fence_mbarrier_init":
+            self.emit(depth, "rt.fence_init(a)")
+        elif name == "ptx.wgmma_commit_group":
+            self.emit(depth, "yield rt.wgmma_commit(a)")
+        elif name == "ptx.wgmma_wait_group":
+            self.emit(depth, f"yield rt.wgmma_wait(a, {self.expr(args[0])[0]})")
+        elif name.startswith("ptx.wgmma") and name != "ptx.wgmma_fence":
+            descriptors = [self.expr(x)[0] for x in args if _dtype(x) == "uint64"]
+            self.emit(depth, f"rt.wgmma_read(a, [{', '.join(f'({d}) << 4' for d in descriptors)}])")
+        elif name == "cuda.wgmma_encode_matrix_descriptor":
+            target = call.args[0].args[0]
+            buffer = target.source if not hasattr(target.source, "buffer") else target.source.buffer
+            self.alloc(buffer, depth)
+            index, _ = self.flat_index(buffer, target.indices)
+            address, _ = self.expr(call.args[1])
+            self.emit(depth, f"{self.names[hash(buffer)]}[{index}] = ({address}) >> 4")
+        elif name.startswith("ptx.tcgen05_commit"):
+            mask = self.expr(numbers[0])[0] if numbers else "None"
+            self.emit(depth, f"yield rt.mma_commit(a, {self.expr(args[0])[0]}, {self.lanes(call)}, {mask})")
+        elif "mbarrier" in name or "barrier" in name or name.startswith("ptx.bar"):
+            raise Unsupported(f"the op {call.op.name}")
+        elif not name.startswith(_SKIPPED_OPS) and not name.startswith(tuple("ptx." + p for p in _SKIPPED_OPS)):
+            pass  # an op on data (shuffles, loads, math): no barrier effect
+
+    def tile_op(self, s, depth: int) -> None:
+        name = str(s.op.name) if hasattr(s.op, "name") else str(s.op)
+        config = dict(s.config)
+        args = list(s.args)
+        if name.endswith("copy_async") and str(s.dispatch).startswith("tma"):
+            destination, stage, nbytes = self.region(args[0])
+            if destination is None:
+                return  # a TMA store to global memory: no barrier
+            if "mbar" not in config:
+                raise Unsupported("a TMA load without an mbarrier")
+            bar, _ = self.expr(config["mbar"])
+            mask = config.get("cta_mask")
+            mask = str(mask) if isinstance(mask, int) else self.expr(mask)[0] if mask is not None else "None"
+            self.emit(depth, f"yield rt.tma_load(a, {bar}, ({destination.name!r}, {stage}), {nbytes}, "
+                             f"{mask}, len(mask))")
+        elif name.endswith("gemm_async") and str(s.dispatch).startswith("tcgen05"):
+            reads = []
+            for region in args[1:3]:
+                if type(region).__name__ == "TensorRegion":
+                    shared, stage, _ = self.region(region)
+                    if shared is not None:
+                        reads.append(f"({shared.name!r}, {stage})")
+            self.emit(depth, f"rt.mma_read(a, [{', '.join(reads)}], len(mask))")
+
+
+def compile_kernel(prim_func) -> Kernel:
+    # buffer names as the TIR script prints them, which is what the locator's barrier map says
+    compiler = _Compiler({b.offset: b.name for b in reversed(shared_buffers(prim_func.script()))})
+    compiler.stmt(prim_func.body, 1)
+    header = ["def warp(rt, a, CTA, RANK, WG, WW, W):", "    mask = tuple(range(32)); _L = 0"]
+    header += [f"    {name} = [0] * {count}" for name, count in compiler.local_buffers.items()]
+    source = "\n".join(header + compiler.lines + ["    yield rt.step(a)"])
+    namespace: dict = {}
+    exec(compile(source, "<kernel protocol>", "exec"), namespace)  # noqa: S102 - our own translation
+    scopes = compiler.scopes
+    if "LANE" in scopes and scopes["LANE"] != [32]:
+        raise Unsupported(f"lane ids over {scopes['LANE']} lanes")
+    per_wg = scopes.get("WW", [1])[0]
+    warps = scopes["WG"][0] * per_wg if "WG" in scopes else scopes.get("W", [1])[0]
+    shared = {b.name: b for b in compiler.shared.values()}
+    return Kernel(source, namespace["warp"], tuple(scopes.get("CTA", [1])), scopes.get("RANK", [1])[0],
+                  warps, per_wg if "WG" in scopes else warps, shared)
+
+
+# ---- the machine ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # deadlock | overrun | lapping | race | tx_bytes | init | pending_at_exit | named_barrier | loop
+    key: tuple
+    lines: tuple[str, ...]
+
+
+@dataclass
+class MBarrier:
+    label: str
+    init_count: int | None = None
+    pending: int = 0
+    tx: int = 0  # bytes expected and not yet delivered in this phase (negative: delivered early)
+    completed: int = 0  # phases completed so far
+    expected_bytes: int = 0
+    delivered_bytes: int = 0
+    in_flight: int = 0  # copies issued towards it and not yet delivered
+
+
+@dataclass
+class Agent:
+    cta: int  # index of the CTA within the simulated cluster
+    warp: int
+    warpgroup: int
+    generator: object = None
+    block: object = None  # the condition it waits for
+    done: bool = False
+    lanes: tuple[int, ...] = tuple(range(32))
+    known: set = field(default_factory=set)  # barriers whose init this warp is ordered after
+    fenced: set = field(default_factory=set)  # of those, the ones fenced for the cluster
+    seen: dict = field(default_factory=dict)  # barrier key -> last phase this warp observed
+    waits: dict = field(default_factory=dict)  # barrier array (cta, name) -> waits issued
+    wgmma_commits: int = 0
+    open_reads: list = field(default_factory=list)  # wgmma reads not yet committed into a group
+    mma_reads: list = field(default_factory=list)  # tcgen05 reads not yet committed
+
+
+class _Blocked:
+    """A condition a warp waits for; `what` describes it for the deadlock report."""
+
+    def __init__(self, ready, what, key=None, on_pass=None):
+        self.ready, self.what, self.key, self.on_pass = ready, what, key, on_pass
+
+
+class Machine:
+    """One schedule's state: the CTAs of one cluster, their barriers and the async engines."""
+
+    def __init__(self, kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None, lazy: bool):
+        self.kernel = kernel
+        self.first_cta = first_cta
+        self.lazy = lazy
+        self.delayed = delayed
+        self.findings: dict[tuple, Finding] = {}
+        self.ops = 0
+        self.barriers: dict[tuple, MBarrier] = {}
+        self.named: dict[tuple, dict] = {}
+        self.named_groups: dict[tuple, set] = {}
+        self.cluster = {"arrived": set(), "generation": 0}
+        self.events: list = []
+        self.wgmma_groups: dict[tuple, dict[int, list]] = {}  # (cta, warpgroup) -> group -> reads
+        self.pending_writes: dict[tuple, int] = {}  # (cta, buffer, stage) -> copies in flight
+        self.agents: list[Agent] = []
+        for cta in range(kernel.cluster_size):
+            coordinates = list(first_cta)
+            coordinates[0] += cta
+            for warp in range(kernel.warps_per_cta):
+                agent = Agent(cta, warp, warp // kernel.warps_per_warpgroup)
+                agent.generator = kernel.warp_function(self, agent, coordinates, cta, agent.warpgroup,
+                                                       warp % kernel.warps_per_warpgroup, warp)
+                self.agents.append(agent)
+
+    # -- naming, in the locator's words --
+
+    def cta_number(self, cta: int) -> int:
+        grid = self.kernel.grid
+        x = self.first_cta[0] + cta
+        y = self.first_cta[1] if len(self.first_cta) > 1 else 0
+        return x + grid[0] * y
+
+    def who(self, agents) -> str:
+        by_cta: dict[int, set] = {}
+        for agent in agents:
+            by_cta.setdefault(self.cta_number(agent.cta), set()).update(agent.warp * 32 + lane for lane in agent.lanes)
+        return "; ".join(f"CTA {cta}, {_who(threads)}" for cta, threads in sorted(by_cta.items()))
+
+    def found(self, kind: str, key: tuple, *lines: str) -> None:
+        self.findings.setdefault((kind,) + key, Finding(kind, key, lines))
+
+    # -- barriers --
+
+    def barrier(self, agent: Agent, ref, purpose: str) -> tuple[tuple, MBarrier]:
+        if not (isinstance(ref, tuple) and ref and ref[0] == "bar"):
+            raise Unsupported(f"a {purpose} on something that is not an mbarrier of the kernel ({ref!r})")
+        cta = agent.cta if len(ref) == 3 else ref[3]
+        if not 0 <= cta < self.kernel.cluster_size:
+            raise Unsupported(f"a {purpose} on CTA rank {cta} of a cluster of {self.kernel.cluster_size}")
+        key = (cta, ref[1], ref[2])
+        if key not in self.barriers:
+            self.barriers[key] = MBarrier(f"{ref[1]}[{ref[2]}]")
+        bar = self.barriers[key]
+        if bar.init_count is None:
+            self.found("init", (key, "never"), f"{self.who([agent])}: {purpose} on {bar.label} "
+                       f"(CTA {self.cta_number(cta)}), which no thread has initialised (mbarrier.init) before")
+            bar.init_count = 1
+            bar.pending = 1
+        elif key not in agent.known:
+            where = "its own CTA" if cta == agent.cta else f"CTA {self.cta_number(cta)} of its cluster"
+            self.found("init", (key[1], purpose), f"{self.who([agent])}: {purpose} on {bar.label} of {where} before "
+                       "its init was made visible to it: mbarrier.init must be followed by fence.mbarrier_init "
+                       "and a cta_sync (cluster_sync for another CTA) that this warp has passed")
+        return key, bar
+
+    def step(self, agent: Agent):
+        self.ops += 1
+        if self.ops > MAX_OPS:
+            raise _Runaway()
+        return None
+
+    def init(self, agent: Agent, ref, count: int):
+        self.step(agent)
+        cta = agent.cta if len(ref) == 3 else ref[3]
+        key = (cta, ref[1], ref[2])
+        bar = self.barriers.setdefault(key, MBarrier(f"{ref[1]}[{ref[2]}]"))
+        bar.init_count = bar.pending = int(count)
+        bar.tx = bar.completed = 0
+        agent.known.add(key)
+        return None
+
+    def fence_init(self, agent: Agent) -> None:
+        agent.fenced |= {key for key in agent.known if key[0] == agent.cta}
+
+    def arrive(self, agent: Agent, ref, count: int, tx: int, remote_ok: bool = True):
+        self.step(agent)
+        key, bar = self.barrier(agent, ref, "arrive" if not tx else "arrive.expect_tx")
+        bar.expected_bytes += tx * max(count, 1)
+        bar.tx += tx * max(count, 1)
+        self._arrivals(key, bar, count, f"{self.who([agent])}")
+        return None
+
+    def _arrivals(self, key, bar: MBarrier, count: int, by: str) -> None:
+        if count > bar.pending:
+            if bar.pending == 0:
+                self.found("overrun", (key[1], "early"), f"{by}: arrives on {bar.label} while its phase "
+                           f"{bar.completed % 2} still waits for transaction bytes: an arrival for the next phase "
+                           "before this one completed (a stage refilled before it was consumed)")
+            else:
+                self.found("overrun", (key[1], "count"), f"{by}: {count} arrivals on {bar.label} when its phase "
+                           f"{bar.completed % 2} needed only {bar.pending}: more arrivals per phase than its init "
+                           f"count ({bar.init_count}) allows")
+            count = bar.pending
+        bar.pending -= count
+        self._maybe_complete(key, bar)
+
+    def _maybe_complete(self, key, bar: MBarrier) -> None:
+        if bar.pending or bar.tx:
+            return
+        if bar.in_flight:
+            self.found("tx_bytes", (key[1], "early"), f"{bar.label} (CTA {self.cta_number(key[0])}) completed its phase "
+                       f"{bar.completed % 2} with {bar.in_flight} TMA cop{'y' if bar.in_flight == 1 else 'ies'} "
+                       f"towards it still in flight: expect_tx announced {bar.expected_bytes} bytes, fewer than the "
+                       "copies deliver, so its waiters may read a stage before it has landed")
+        bar.completed += 1
+        bar.pending = bar.init_count
+        bar.expected_bytes = bar.delivered_bytes = 0
+
+    def wait(self, agent: Agent, ref, parity: int):
+        self.step(agent)
+        key, bar = self.barrier(agent, ref, "wait")
+        parity = int(parity) & 1
+        last = agent.seen.get(key, -2)
+        meant = last + 1 if (last + 1) % 2 == parity else last + 2
+        array = (key[0], key[1])
+        agent.waits[array] = agent.waits.get(array, 0) + 1
+        if bar.completed >= meant + 2:
+            self._overtaken(agent, key, bar, meant)
+
+        def passed():
+            agent.seen[key] = bar.completed - 1
+
+        return _Blocked(lambda: bar.completed % 2 != parity, ("mbarrier", key, parity), key, passed)
+
+    def _overtaken(self, agent: Agent, key, bar: MBarrier, meant: int) -> None:
+        who = self.who([agent])
+        if meant == -1:
+            self.found("overrun", (key[1], "start"), f"{who}: its first wait on {bar.label} is for phase 1 (parity), "
+                       f"which a fresh barrier passes at once, but {bar.label} had already completed phase 0: this "
+                       "wait is one phase ahead of its producer (its starting phase: a consumer of data starts at 0, "
+                       "a producer waiting for a free stage at 1)")
+        elif self.delayed is not None and self.agents[self.delayed] is agent:
+            self.found("lapping", (key[1],), f"{who}: waits on {bar.label} for phase {meant % 2} (its phase {meant}), "
+                       f"but phases {meant} and {meant + 1} completed while this warp was delayed: nothing this warp "
+                       f"does gates {bar.label}'s next phase, so a warp that falls one phase behind waits for a "
+                       "parity that has already passed (lapped) and hangs. Let only the warp whose progress gates "
+                       "the barrier wait on it in the loop; the others join after the loop (cta_sync)")
+        else:
+            self.found("overrun", (key[1], "phase"), f"{who}: waits on {bar.label} for its phase {meant}, but phase "
+                       f"{meant + 1} had already completed: an arrival came for a phase this warp had not yet waited "
+                       "for (a stage reused before it was released)")
+
+    def mapa(self, agent: Agent, ref, peer: int):
+        return ("bar", ref[1], ref[2], int(peer))
+
+    # -- TMA and MMA engines --
+
+    def _stage_key(self, cta: int, footprint) -> tuple:
+        return (cta,) + tuple(footprint)
+
+    def tma_load(self, agent: Agent, ref, footprint, nbytes: int, cta_mask, lanes: int):
+        self.step(agent)
+        targets = [agent.cta] if cta_mask is None else [r for r in range(self.kernel.cluster_size) if cta_mask >> r & 1]
+        if cta_mask is not None and not targets:
+            raise Unsupported(f"a multicast TMA with an empty CTA mask {cta_mask}")
+        for _ in range(lanes):
+            for cta in targets:
+                remote = ref if len(ref) == 4 else ("bar", ref[1], ref[2], cta)
+                key, bar = self.barrier(agent, remote, "TMA copy signalling")
+                stage = self._stage_key(cta, footprint)
+                readers = self._readers(stage)
+                if readers:
+                    self.found("overrun", (footprint[0], "reuse"), f"{self.who([agent])}: TMA into "
+                               f"{footprint[0]}[{footprint[1]}] (CTA {self.cta_number(cta)}) while {readers} that "
+                               "reads it has not completed: a stage reused before it was released (the release "
+                               "arrives before the MMA group that reads the stage is known to be complete)")
+                bar.in_flight += 1
+                self.pending_writes[stage] = self.pending_writes.get(stage, 0) + 1
+                self.events.append(("tma", key, stage, int(nbytes)))
+        return None
+
+    def _readers(self, stage) -> str:
+        for (cta, warpgroup), groups in self.wgmma_groups.items():
+            if any(stage in reads for reads in groups.values()):
+                return f"the wgmma group of warpgroup {warpgroup}"
+        for agent in self.agents:
+            if stage in agent.mma_reads or any(stage in e[3] for e in self.events if e[0] == "commit" and e[1] is agent):
+                return f"the tcgen05 MMA of {self.who([agent])}"
+        return ""
+
+    def _check_landed(self, agent: Agent, footprints, what: str) -> None:
+        for footprint in footprints:
+            stage = self._stage_key(agent.cta, footprint)
+            if self.pending_writes.get(stage):
+                self.found("race", (footprint[0], what), f"{self.who([agent])}: {what} reads {footprint[0]}"
+                           f"[{footprint[1]}] while a TMA into it is still in flight: the wait before it passed on "
+                           "a phase whose copies had not landed (a wait one phase ahead, or expect_tx too small)")
+
+    def _footprint(self, address: int):
+        for buffer in self.kernel.shared.values():
+            size = buffer.itemsize
+            for extent in buffer.shape:
+                size *= extent
+            if not buffer.is_barrier and buffer.offset <= address < buffer.offset + size:
+                return (buffer.name, (address - buffer.offset) // buffer.stage_bytes if len(buffer.shape) >= 3 else 0)
+        return None
+
+    def wgmma_read(self, agent: Agent, addresses) -> None:
+        footprints = [f for f in map(self._footprint, addresses) if f is not None]
+        self._check_landed(agent, footprints, "a wgmma")
+        agent.open_reads.extend(self._stage_key(agent.cta, f) for f in footprints)
+
+    def wgmma_commit(self, agent: Agent):
+        self.step(agent)
+        groups = self.wgmma_groups.setdefault((agent.cta, agent.warpgroup), {})
+        groups.setdefault(agent.wgmma_commits, []).extend(agent.open_reads)
+        agent.open_reads = []
+        agent.wgmma_commits += 1
+        return None
+
+    def wgmma_wait(self, agent: Agent, outstanding: int):
+        self.step(agent)
+        needed = agent.wgmma_commits - int(outstanding)
+        members = [a for a in self.agents if a.cta == agent.cta and a.warpgroup == agent.warpgroup]
+
+        def ready():
+            return all(a.wgmma_commits >= needed for a in members if not a.done)
+
+        def retire():
+            groups = self.wgmma_groups.get((agent.cta, agent.warpgroup), {})
+            for group in [g for g in groups if g < needed]:
+                del groups[group]
+
+        return _Blocked(ready, ("wgmma", agent.warpgroup, needed), None, retire)
+
+    def mma_read(self, agent: Agent, footprints, lanes: int) -> None:
+        self._check_landed(agent, footprints, "a tcgen05 MMA")
+        if lanes:
+            agent.mma_reads.extend(self._stage_key(agent.cta, f) for f in footprints)
+
+    def mma_commit(self, agent: Agent, ref, lanes: int, cta_mask):
+        self.step(agent)
+        if not lanes:
+            return None
+        targets = [None] if cta_mask is None else [r for r in range(self.kernel.cluster_size) if int(cta_mask) >> r & 1]
+        keys = []
+        for cta in targets:
+            key, _ = self.barrier(agent, ref if cta is None else ("bar", ref[1], ref[2], cta), "tcgen05.commit")
+            keys.append(key)
+        self.events.append(("commit", agent, keys, list(agent.mma_reads)))
+        agent.mma_reads = []
+        return None
+
+    def deliver(self, event) -> None:
+        if event[0] == "tma":
+            _, key, stage, nbytes = event
+            bar = self.barriers[key]
+            bar.in_flight -= 1
+            self.pending_writes[stage] -= 1
+            bar.tx -= nbytes
+            bar.delivered_bytes += nbytes
+            self._maybe_complete(key, bar)
+        else:
+            _, agent, keys, _ = event
+            for key in keys:
+                self._arrivals(key, self.barriers[key], 1, f"the tcgen05.commit of {self.who([agent])}")
+
+    # -- named and cluster barriers --
+
+    def named_sync(self, agent: Agent, barrier_id, count):
+        self.step(agent)
+        key = (agent.cta, int(barrier_id))
+        state = self.named.setdefault(key, {"arrived": [], "generation": 0, "count": None})
+        if count is not None:
+            count = int(count)
+            if state["count"] is not None and state["count"] != count:
+                self.found("named_barrier", (key[1], "count"), f"named barrier {key[1]} is used with {state['count']} "
+                           f"and with {count} threads ({self.who([agent])}): groups of different sizes share one id")
+            state["count"] = count
+        state["arrived"].append(agent)
+        generation = state["generation"]
+        self._complete_named(key)
+        return _Blocked(lambda: state["generation"] > generation, ("named", key[1], count), None)
+
+    def _complete_named(self, key) -> None:
+        state = self.named[key]
+        live = [a for a in self.agents if a.cta == key[0] and not a.done]
+        needed = state["count"] if state["count"] is not None else 32 * len(live)
+        if 32 * len(state["arrived"]) < needed:
+            return
+        group = frozenset(a.warp for a in state["arrived"])
+        if state["count"] is not None:
+            groups = self.named_groups.setdefault(key, set())
+            groups.add(group)
+            if len(groups) > 1:
+                sets = " and ".join(f"warps {_ranges(g)}" for g in sorted(groups, key=sorted))
+                self.found("named_barrier", (key[1], "mix"), f"named barrier {key[1]} ({needed} threads) completed "
+                           f"once with {sets}: two groups of warps share one barrier id, so a bar.sync can complete "
+                           "with a mix of both and let one group run ahead of the other; give each group its own id")
+        known = set().union(*(a.known for a in state["arrived"]))
+        for a in state["arrived"]:
+            a.known |= known
+        state["arrived"] = []
+        state["generation"] += 1
+
+    def cluster_arrive(self, agent: Agent):
+        self.step(agent)
+        self.cluster["arrived"].add(id(agent))
+        agent.cluster_generation = self.cluster["generation"]
+        self._complete_cluster()
+        return None
+
+    def cluster_wait(self, agent: Agent):
+        generation = getattr(agent, "cluster_generation", self.cluster["generation"])
+        return _Blocked(lambda: self.cluster["generation"] > generation, ("cluster",), None)
+
+    def _complete_cluster(self) -> None:
+        live = [a for a in self.agents if not a.done]
+        if not all(id(a) in self.cluster["arrived"] for a in live):
+            return
+        fenced = set().union(*(a.fenced for a in live))
+        for cta in range(self.kernel.cluster_size):
+            members = [a for a in live if a.cta == cta]
+            known = set().union(*(a.known for a in members)) if members else set()
+            for a in members:
+                a.known |= known | fenced
+        self.cluster["arrived"] = set()
+        self.cluster["generation"] += 1
+
+    def finished(self, agent: Agent) -> None:
+        agent.done = True
+        for key in list(self.named):
+            if key[0] == agent.cta and self.named[key]["arrived"]:
+                self._complete_named(key)
+        if self.cluster["arrived"]:
+            self._complete_cluster()
+
+
+class _Runaway(Exception):
+    pass
+
+
+# ---- the search ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ScheduleResult:
+    name: str
+    findings: list[Finding]
+    ops: int
+
+
+def run_schedule(kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None, lazy: bool) -> ScheduleResult:
+    machine = Machine(kernel, first_cta, delayed, lazy)
+    agents = machine.agents
+    name = _schedule_name(machine, delayed, lazy)
+    current = 0
+    try:
+        while True:
+            if not lazy:
+                while machine.events:
+                    machine.deliver(machine.events.pop(0))
+            chosen = _next_agent(agents, current, delayed)
+            if chosen is None:
+                if machine.events and all(a.done for a in agents):
+                    _in_flight_at_exit(machine)
+                if machine.events:
+                    machine.deliver(machine.events.pop(_event_to_deliver(machine)))
+                    continue
+                break
+            current = chosen
+            _advance(machine, agents[chosen], single_step=chosen == delayed)
+    except _Runaway:
+        machine.found("loop", (), f"the simulation did not end after {MAX_OPS} barrier operations: a loop whose "
+                      "trip count never reaches its bound (a tile or K loop with a wrong stride or condition)")
+        return ScheduleResult(name, list(machine.findings.values()), machine.ops)
+    _finish(machine)
+    return ScheduleResult(name, list(machine.findings.values()), machine.ops)
+
+
+def _schedule_name(machine: Machine, delayed: int | None, lazy: bool) -> str:
+    if delayed is not None:
+        return f"{machine.who([machine.agents[delayed]])} delayed as long as possible"
+    return "round robin, copies and commits landing " + ("as late as possible" if lazy else "at once")
+
+
+def _ready(agent: Agent) -> bool:
+    return not agent.done and (agent.block is None or agent.block.ready())
+
+
+def _next_agent(agents: list[Agent], current: int, delayed: int | None) -> int | None:
+    count = len(agents)
+    for offset in range(count):
+        index = (current + offset) % count
+        if index != delayed and _ready(agents[index]):
+            return index
+    if delayed is not None and _ready(agents[delayed]):
+        return delayed
+    return None
+
+
+def _advance(machine: Machine, agent: Agent, single_step: bool) -> None:
+    """Run one warp until it blocks or ends (one op when it is the delayed warp)."""
+    while True:
+        if agent.block is not None:
+            if not agent.block.ready():
+                return
+            if agent.block.on_pass is not None:
+                agent.block.on_pass()
+            agent.block = None
+            if single_step:
+                return
+        try:
+            condition = next(agent.generator)
+        except StopIteration:
+            machine.finished(agent)
+            return
+        agent.block = condition
+        if single_step and condition is None:
+            return
+
+
+def _event_to_deliver(machine: Machine) -> int:
+    """The oldest event that a blocked warp waits for; copies nobody waits for land last."""
+    awaited = {a.block.key for a in machine.agents if not a.done and a.block is not None}
+    for index, event in enumerate(machine.events):
+        if (event[1] if event[0] == "tma" else None) in awaited or (
+                event[0] == "commit" and awaited.intersection(event[2])):
+            return index
+    return 0
+
+
+def _in_flight_at_exit(machine: Machine) -> None:
+    for event in machine.events:
+        if event[0] == "tma":
+            key = event[1]
+            machine.found("pending_at_exit", (key[1], "copy"), f"every warp of CTA {machine.cta_number(key[0])} had "
+                          f"ended while a TMA copy into {event[2][1]}[{event[2][2]}] signalling "
+                          f"{machine.barriers[key].label} was still in flight: a load that nobody waits for (a loop "
+                          "that loads more K tiles than the MMA loop consumes)")
+
+
+def _finish(machine: Machine) -> None:
+    stuck = [a for a in machine.agents if not a.done]
+    if stuck:
+        machine.found("deadlock", (), *_deadlock_lines(machine, stuck))
+        return
+    for key, bar in sorted(machine.barriers.items()):
+        if bar.init_count is not None and (bar.pending != bar.init_count or bar.tx):
+            if bar.pending != bar.init_count:
+                missing = f"{bar.init_count - bar.pending} of {bar.init_count} arrivals came"
+            elif bar.tx > 0:
+                missing = f"all arrivals came but {bar.tx} of {bar.expected_bytes} announced bytes did not"
+            else:
+                missing = f"the copies delivered {-bar.tx} bytes more than expect_tx announced"
+            machine.found("pending_at_exit", (key[1],), f"every warp ended with {bar.label} (CTA "
+                          f"{machine.cta_number(key[0])}) in the middle of its phase {bar.completed % 2}: {missing}; "
+                          "a phase that nobody completes (more arrivals or bytes than waits)")
+
+
+def _deadlock_lines(machine: Machine, stuck: list[Agent]) -> list[str]:
+    groups: dict[tuple, list[Agent]] = {}
+    for agent in stuck:
+        groups.setdefault(agent.block.what, []).append(agent)
+    lines = ["every live warp is blocked"]
+    ordered = sorted(groups.items(), key=lambda item: item[0][0] != "mbarrier")
+    for what, agents in ordered:
+        where = machine.who(agents)
+        if what[0] == "mbarrier":
+            key, parity = what[1], what[2]
+            bar = machine.barriers[key]
+            plural = "" if bar.pending == 1 else "s"
+            lines.append(f"{where}: waited on {bar.label} for phase {parity} to complete; it is still in phase "
+                         f"{parity} with {bar.pending} of {bar.init_count} pending arrival{plural}"
+                         + (f" and {bar.tx} transaction bytes" if bar.tx > 0 else ""))
+            lines.append(f"  usually: {_meaning(bar.pending, bar.init_count)}")
+            lines.append(f"  here: {_why(machine, key, bar, agents[0])}")
+        elif what[0] == "named":
+            name = "cta_sync (bar.sync 0)" if what[1] == 0 and what[2] is None else f"named barrier {what[1]}"
+            arrived = len(machine.named[(agents[0].cta, what[1])]["arrived"])
+            lines.append(f"{where}: waiting at {name}, {32 * arrived} threads arrived")
+        elif what[0] == "wgmma":
+            lines.append(f"{where}: waiting in wgmma.wait_group for a group that another warp of warpgroup "
+                         f"{what[1]} has not issued")
+        else:
+            lines.append(f"{where}: waiting at the cluster barrier")
+    return lines
+
+
+def _why(machine: Machine, key, bar: MBarrier, waiter: Agent) -> str:
+    cta, name = key[0], key[1]
+    completed = sum(b.completed for k, b in machine.barriers.items() if k[:2] == (cta, name))
+    waited = waiter.waits.get((cta, name), 0)
+    if bar.pending == 0 and bar.tx > 0:
+        return (f"expect_tx announced {bar.expected_bytes} bytes for this phase and the copies delivered "
+                f"{bar.delivered_bytes}: expect_tx bytes differ from the bytes the copies deliver")
+    if bar.init_count and 0 < bar.pending < bar.init_count:
+        return (f"{bar.init_count - bar.pending} arrival(s) came and {bar.pending} more are needed: the init count "
+                f"{bar.init_count} is more than the threads that arrive per phase")
+    return (f"{name}'s phases completed {completed} times in all (every stage counted) and these warps waited "
+            f"{waited} times: the loop that arrives ran {completed} times and the loop that waits {waited}")
+
+
+# ---- the check -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    shape: Shape
+    warps: int
+    ops: int
+    findings: list[tuple[Finding, str]]  # (finding, the schedule that showed it)
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def lines(self) -> list[str]:
+        if self.ok:
+            return [f"no protocol problem found at {format_shape(self.shape)} ({self.warps} warps, "
+                    f"{self.ops} barrier ops simulated)"]
+        out = [f"protocol problems at {format_shape(self.shape)} ({self.warps} warps, {self.ops} barrier ops "
+               f"simulated):"]
+        for finding, schedule in self.findings[:MAX_LINES]:
+            out.append(f"- {finding.kind.replace('_', ' ')}: {finding.lines[0]}")
+            out.extend(f"  {line}" for line in finding.lines[1:])
+            out.append(f"  (schedule: {schedule})")
+        if len(self.findings) > MAX_LINES:
+            out.append(f"({len(self.findings) - MAX_LINES} more findings)")
+        return out
+
+
+_ORDER = ("init", "named_barrier", "tx_bytes", "lapping", "overrun", "race", "deadlock", "pending_at_exit", "loop")
+
+
+def check_kernel(kernel: Kernel, shape: Shape) -> Verdict:
+    start = time.perf_counter()
+    grid = kernel.grid + (1,) * (2 - len(kernel.grid))
+    first = (0,) + (0,) * (len(grid) - 1)
+    last = (grid[0] - kernel.cluster_size,) + tuple(extent - 1 for extent in grid[1:])
+    found: dict[tuple, tuple[Finding, str]] = {}
+    ops = 0
+    agents = kernel.cluster_size * kernel.warps_per_cta
+    for cta in dict.fromkeys([first, last]):
+        schedules = [(None, False), (None, True)] + [(w, False) for w in range(agents)]
+        for delayed, lazy in schedules:
+            result = run_schedule(kernel, cta, delayed, lazy)
+            ops += result.ops
+            for finding in result.findings:
+                found.setdefault((finding.kind,) + finding.key, (finding, result.name))
+    lapped = {finding.key[0] for finding, _ in found.values() if finding.kind == "lapping"}
+    found = {k: v for k, v in found.items() if not (v[0].kind == "overrun" and v[0].key == (k[1], "phase")
+                                                    and k[1] in lapped)}  # the same event, seen from a lapped warp
+    ordered = sorted(found.values(), key=lambda item: _ORDER.index(item[0].kind))
+    return Verdict(shape, agents, ops, ordered, time.perf_counter() - start)
+
+
+def check_step(factory, spec, shape: Shape, sm_count: int) -> Verdict:
+    prim_func = build.make_prim_func(factory, spec, shape, sm_count)
+    return check_kernel(compile_kernel(prim_func), shape)
+
+
+# ---- make check ----------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.protocol", description="Run a step's barrier protocol "
+                                     "on the CPU and report deadlocks, stage races and barrier misuse.")
+    parser.add_argument("--step")
+    parser.add_argument("--impl", default="steps")
+    parser.add_argument("--track", default="auto")
+    parser.add_argument("--shape", action="append", default=[], help="MxNxK (default: the step's correctness shapes)")
+    parser.add_argument("--sm-count", type=int)
+    args = parser.parse_args(argv)
+
+    from grader.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
+    from grader.steps import DEFAULT_SM_COUNT
+
+    gpu_name, gpu_arch, gpu_sms = detect_gpu()
+    try:
+        if args.step is None or not args.step.isdigit():
+            raise UsageError("give one step: STEP=1..10")
+        if args.impl not in ("steps", "solutions"):
+            raise UsageError(f"IMPL must be steps or solutions, not {args.impl!r}")
+        arch, track = resolve_arch_and_track("auto", args.track, gpu_name, gpu_arch)
+        (spec,) = select_steps(args.step, track, build.REPO_ROOT / args.impl / track)
+        shapes = [parse_shape(s) for s in args.shape] or list(spec.correctness_shapes)
+        for shape in shapes:
+            if spec.shapes.violation(shape):
+                raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
+        if args.sm_count is not None and args.sm_count < 1:
+            raise UsageError("--sm-count must be positive")
+    except UsageError as err:
+        print(f"check: {err}", file=sys.stderr)
+        return 2
+    sm_count = args.sm_count or (gpu_sms if gpu_arch else DEFAULT_SM_COUNT[arch])
+    try:
+        factory = build.kernel_factory(build.REPO_ROOT / args.impl, track, spec)
+        verdicts = [check_step(factory, spec, shape, sm_count) for shape in shapes]
+    except (build.StepNotImplemented, build.BuildFailed) as err:
+        print(f"step {spec.number}: {err}", file=sys.stderr)
+        return 1
+    except Unsupported as err:
+        print(f"step {spec.number}: the protocol checker cannot run this kernel: it uses {err}", file=sys.stderr)
+        return 1
+    print(f"protocol check of step {spec.number} ({args.impl}/{track}, {sm_count} SMs)")
+    for verdict in verdicts:
+        print("\n".join(verdict.lines()))
+    return 0 if all(v.ok for v in verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

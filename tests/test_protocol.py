@@ -1,0 +1,154 @@
+"""The protocol checker on the CPU: no finding on any reference solution, and each mutation of a
+reference solution found with the right wording, on both tracks where the mutation applies."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from conftest import REPO, present_steps
+from grader import build, protocol
+from grader.steps import DEFAULT_SM_COUNT, STEPS
+
+SM_COUNT = {"blackwell": DEFAULT_SM_COUNT["sm_100a"], "hopper": DEFAULT_SM_COUNT["sm_90a"]}
+CHECK_LIMIT_S = 30.0  # one step at one shape, on a 2-core machine
+
+
+def mutated_factory(tmp_path, track: str, step: int, replacements):
+    """The reference solution of a step with each (pattern, replacement) applied, as a kernel factory."""
+    spec = STEPS[track][step]
+    source = (REPO / "solutions" / track / spec.file_name).read_text()
+    for pattern, replacement in replacements:
+        source, count = re.subn(pattern, replacement, source, count=1)
+        assert count == 1, f"the mutation {pattern!r} no longer matches {track} step {step}'s solution"
+    folder = tmp_path / track
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / spec.file_name).write_text(source)
+    return build.kernel_factory(tmp_path, track, spec)
+
+
+def check(factory, track: str, step: int, shape) -> protocol.Verdict:
+    return protocol.check_step(factory, STEPS[track][step], shape, SM_COUNT[track])
+
+
+@pytest.mark.parametrize("track,step", present_steps("solutions"))
+def test_no_finding_on_a_reference_solution_at_any_grader_shape(track, step):
+    spec = STEPS[track][step]
+    factory = build.kernel_factory(REPO / "solutions", track, spec)
+    for shape in spec.correctness_shapes:
+        started = time.perf_counter()
+        verdict = check(factory, track, step, shape)
+        assert verdict.ok, "\n".join(verdict.lines())
+        assert verdict.ops > 0
+        assert time.perf_counter() - started < CHECK_LIMIT_S
+
+
+INIT_COUNT_2 = [(r"(mbarrier\.init\.shared\.b64\(tma_bar[^,]*, T\.uint32\()1\)", r"\g<1>2)")]
+TMA_LOOP_ONE_TRIP_SHORT = [(r"if k \+ PIPE_DEPTH < K_TILES:", "if k + PIPE_DEPTH < K_TILES - 1:")]
+TMA_LOOP_ONE_TRIP_LONG = [(r"if k \+ PIPE_DEPTH < K_TILES:", "if k + PIPE_DEPTH < K_TILES + 1:")]
+CONSUMER_ON_PRODUCER_PHASE = [(r"phase_tma\[s\] = 0\n", "phase_tma[s] = 1\n")]
+BYTES = r"((?:TMA|TILE)_BYTES = \(BLK_M \* BLK_K \+ BLK_N \* BLK_K\) \* )2"
+NO_SYNC_AFTER_INIT = [(r"(fence\.mbarrier_init\.release\.cluster\(\)\n(?:.*\n)*?)\s+T\.cuda\.cta_sync\(\)\n", r"\1")]
+# issue 16's old shape: warps 1-3 also wait on mma_bar once per K tile, which nothing they do gates
+ALL_WARPS_WAIT_ON_MMA_BAR = [(r"(\n(\s+)# ---- the other threads join here)",
+                              r"\n\2if warp_id != 0:\n\2    for k_wait in T.serial(K_TILES):\n"
+                              r"\2        T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)\n"
+                              r"\2        phase_mma = phase_mma ^ 1\1")]
+# Hopper step 8: the consumer releases the stage it has just issued a wgmma on (its group is still in
+# flight) instead of the previous one, and the release after the loop goes
+RELEASE_CURRENT_STAGE = [
+    (r"if k > 0:\n(\s+)if warp_id == 0:\n(\s+)if lane_id == 0:\n(\s+)mma2tma\.arrive\(release\.stage\)\n"
+     r"\s+release\.advance\(\)\n", r"if warp_id == 0:\n\2if lane_id == 0:\n\3mma2tma.arrive(consume.stage)\n"),
+    (r"(wait_group\.sync\.aligned\(0\)\n)\s+if warp_id == 0:\n\s+if lane_id == 0:\n\s+mma2tma\.arrive\(release\.stage\)"
+     r"\n\s+release\.advance\(\)\n", r"\1"),
+]
+SHARED_EPILOGUE_BAR = [(r"warpgroup_sync\(EPILOGUE_BAR \+ consumer\)", "warpgroup_sync(EPILOGUE_BAR)")] * 2
+
+# name: (tracks, step, shape, replacements, kind of the first finding, texts the report contains)
+MUTATIONS = {
+    "init_count_2": (("hopper", "blackwell"), 5, (256, 384, 192), INIT_COUNT_2, "deadlock", [
+        "CTA 0, warp", "waited on tma_bar[0] for phase 0 to complete; it is still in phase 0 with 1 of 2 pending arrival",
+        "usually: 1 of 2 arrivals came", "the init count 2 is more than the threads that arrive per phase"]),
+    "consumer_on_producer_phase": (("hopper", "blackwell"), 5, (256, 384, 192), CONSUMER_ON_PRODUCER_PHASE, "overrun", [
+        "is for phase 1 (parity), which a fresh barrier passes at once", "this wait is one phase ahead of its producer (its starting phase"]),
+    "consumer_on_producer_phase_step7": (("hopper",), 7, (256, 384, 192),
+                                         [(r"consume = PipelineState\(PIPE_DEPTH, 0\)", "consume = PipelineState(PIPE_DEPTH, 1)")],
+                                         "overrun", ["its first wait on", "one phase ahead of its producer"]),
+    "tma_loop_one_trip_short": (("hopper", "blackwell"), 5, (256, 384, 192), TMA_LOOP_ONE_TRIP_SHORT, "deadlock", [
+        "waited on tma_bar[0] for phase 1 to complete; it is still in phase 1 with 1 of 1 pending arrival",
+        "usually: nobody arrived in this phase", "the loop that arrives ran 2 times and the loop that waits 3"]),
+    "tma_loop_one_trip_long": (("hopper", "blackwell"), 5, (256, 384, 192), TMA_LOOP_ONE_TRIP_LONG, "pending_at_exit", [
+        "had ended while a TMA copy into", "a load that nobody waits for"]),
+    "expect_tx_too_large": (("hopper", "blackwell"), 5, (256, 384, 192), [(BYTES, r"\g<1>4")], "deadlock", [
+        "with 0 of 1 pending arrivals and 32768 transaction bytes",
+        "expect_tx announced 65536 bytes for this phase and the copies delivered 32768"]),
+    "expect_tx_too_small": (("hopper", "blackwell"), 5, (256, 384, 192), [(BYTES, r"\g<1>1")], "tx_bytes", [
+        "expect_tx announced 16384 bytes, fewer than the copies deliver"]),
+    # Blackwell: the thread that initialises the barriers is the only one that uses them: no finding
+    "no_sync_after_init": (("hopper",), 5, (256, 384, 192), NO_SYNC_AFTER_INIT, "init", [
+        "before its init was made visible to it"]),
+    "release_current_stage": (("hopper",), 8, (640, 384, 1088), RELEASE_CURRENT_STAGE, "lapping", [
+        "- overrun: CTA 0, warp 0 (lane 0): TMA into Asmem[", "while the wgmma group of warpgroup 1 that reads it has "
+        "not completed: a stage reused before it was released"]),
+    "shared_named_barrier": (("hopper",), 10, (512, 512, 192), SHARED_EPILOGUE_BAR, "named_barrier", [
+        "named barrier 1 (128 threads) completed once with warps", "two groups of warps share one barrier id"]),
+}
+LAPPING = [("blackwell", step) for step in (4, 5, 6)]
+
+
+def _cases():
+    for name, (tracks, step, *_) in MUTATIONS.items():
+        for track in tracks:
+            if (REPO / "solutions" / track / STEPS[track][step].file_name).exists():
+                yield pytest.param(name, track, id=f"{name}-{track}")
+
+
+@pytest.mark.parametrize("name,track", list(_cases()))
+def test_a_mutation_is_found_with_the_right_words(tmp_path, name, track):
+    _, step, shape, replacements, first_kind, texts = MUTATIONS[name]
+    verdict = check(mutated_factory(tmp_path, track, step, replacements), track, step, shape)
+    report = "\n".join(verdict.lines())
+    assert not verdict.ok
+    assert verdict.findings[0][0].kind == first_kind, report
+    for text in texts:
+        assert text in report, report
+
+
+@pytest.mark.parametrize("track,step", LAPPING)
+def test_a_warp_that_can_be_lapped_is_reported(tmp_path, track, step):
+    # issue 16: warps 1-3 wait on mma_bar every K tile but arrive on nothing the elected thread waits
+    # for, so with one of them slow the elected thread completes phase n and n + 1 before it looks
+    verdict = check(mutated_factory(tmp_path, track, step, ALL_WARPS_WAIT_ON_MMA_BAR), track, step, (256, 384, 192))
+    report = "\n".join(verdict.lines())
+    assert verdict.findings[0][0].kind == "lapping", report
+    assert re.search(r"CTA 0, warp [123] \(all lanes\): waits on mma_bar\[0\] for phase 0 \(its phase 0\), but "
+                     r"phases 0 and 1 completed while this warp was delayed", report), report
+    assert "(schedule: CTA 0, warp" in report and "delayed as long as possible)" in report
+
+
+def test_a_single_k_tile_cannot_be_lapped(tmp_path):
+    # with one K tile mma_bar has one phase: the same mutation is safe, and the checker says so
+    verdict = check(mutated_factory(tmp_path, "blackwell", 5, ALL_WARPS_WAIT_ON_MMA_BAR), "blackwell", 5, (128, 128, 64))
+    assert verdict.ok, "\n".join(verdict.lines())
+
+
+def test_make_check_prints_one_line_per_shape_and_exit_status(capsys):
+    assert protocol.main(["--step", "5", "--impl", "solutions", "--track", "hopper", "--shape", "256x384x192"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("no protocol problem found at 256x384x192 (4 warps, ")
+    assert out[-1].endswith(" barrier ops simulated)")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--step", "x"], "give one step"),
+    (["--step", "5", "--track", "volta"], "unknown track"),
+    (["--step", "5", "--impl", "mine"], "IMPL must be steps or solutions"),
+    (["--step", "5", "--track", "hopper", "--shape", "100x128x64"], "cannot run at 100x128x64"),
+    (["--step", "5", "--track", "hopper", "--shape", "big"], "--shape must look like"),
+])
+def test_bad_options_are_one_line_and_exit_2(capsys, argv, message):
+    assert protocol.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
