@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         runnable = [spec for spec in steps if spec.shapes.violation(shape) is None]
         rows.extend(_bench_shape(shape, runnable, track, arch, sm_count))
 
-    command = "make bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m grader.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     payload = {
         "gpu": gpu_name,
         "driver": _driver_version(),
