@@ -9,7 +9,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from hashlib import sha256
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -98,16 +101,21 @@ def compile_module(prim_func, arch: str):
 
 
 def build(factory: Callable[..., Any], spec: StepSpec, shape: Shape, arch: str, sm_count: int) -> Artifacts:
+    return _build_with_executable(factory, spec, shape, arch, sm_count)[0]
+
+
+def _build_with_executable(factory, spec: StepSpec, shape: Shape, arch: str, sm_count: int):
+    """The artifacts and TVM's runtime executable (what the build process exports for the GPU)."""
     start = time.perf_counter()
     prim_func = make_prim_func(factory, spec, shape, sm_count)
     executable = compile_module(prim_func, arch)
     cuda_source = executable.mod.imports[0].inspect_source()
     lowered = _lowered_script(prim_func, arch)
-    ptx, sass = _nvcc_ptx_and_sass(cuda_source, arch)
-    return Artifacts(
+    cubin, ptx = compile_cuda(cuda_source, arch)
+    artifacts = Artifacts(
         cuda_source=cuda_source,
         ptx=ptx,
-        sass=sass,
+        sass=disassemble(cubin),
         grid=_launch_extents(lowered, ("blockIdx.x", "blockIdx.y", "blockIdx.z")),
         threads_per_cta=_launch_extents(lowered, ("threadIdx.x", "threadIdx.y", "threadIdx.z"))[0],
         cluster=_launch_extents(lowered, ("clusterCtaIdx.x", "clusterCtaIdx.y", "clusterCtaIdx.z")),
@@ -115,6 +123,7 @@ def build(factory: Callable[..., Any], spec: StepSpec, shape: Shape, arch: str, 
         has_tile_loop=re.search(r"^\s*while\b", lowered, re.MULTILINE) is not None,
         seconds=time.perf_counter() - start,
     )
+    return artifacts, executable
 
 
 def _has_module(name: str) -> bool:
@@ -150,14 +159,38 @@ def _shared_fp16_buffers(script: str) -> list[tuple[int, ...]]:
     return [tuple(int(d) for d in found.group(1).split(",") if d.strip()) for found in declarations]
 
 
-def _nvcc_ptx_and_sass(cuda_source: str, arch: str) -> tuple[str, str]:
-    cubin = compile_cubin(cuda_source, arch)
-    return _nvcc(cuda_source, arch, "ptx").decode(), disassemble(cubin)
-
-
 def compile_cubin(cuda_source: str, arch: str) -> bytes:
-    """The cubin the GPU runs: TVM's own nvcc command (its flags), with the pinned nvcc."""
-    return _nvcc(cuda_source, arch, "cubin")
+    """The cubin the GPU runs."""
+    return compile_cuda(cuda_source, arch)[0]
+
+
+_compiled: dict[tuple[str, str], tuple[bytes, str]] = {}
+
+
+def compile_cuda(cuda_source: str, arch: str) -> tuple[bytes, str]:
+    """The cubin and the PTX it was assembled from, in one run of TVM's own nvcc command (its flags)
+    with the pinned nvcc: --keep leaves the PTX behind and does not change the cubin's bytes.
+    Remembered per source, because TVM's build and the static facts ask for the same one."""
+    import tvm
+    from tvm.support import nvcc
+
+    key = (sha256(cuda_source.encode()).hexdigest(), arch)
+    if key in _compiled:
+        return _compiled[key]
+    _use_pinned_nvcc()
+    number = arch.removeprefix("sm_")
+    with tempfile.TemporaryDirectory(prefix="grader-nvcc-") as kept, tvm.target.Target({"kind": "cuda", "arch": arch}):
+        try:
+            cubin = bytes(nvcc.compile_cuda(
+                cuda_source, target_format="cubin", arch=["-gencode", f"arch=compute_{number},code=sm_{number}"],
+                options=["--keep", f"--keep-dir={kept}"], compiler="nvcc",
+            ))
+        except Exception as err:
+            lines = [line for line in str(err).splitlines() if "error" in line.lower()]
+            raise BuildFailed("nvcc failed:\n" + "\n".join(lines[:10] or str(err).splitlines()[-10:])) from err
+        ptx = next(Path(kept).glob("*.ptx")).read_text()
+    _compiled[key] = (cubin, ptx)
+    return cubin, ptx
 
 
 def disassemble(cubin: bytes) -> str:
@@ -167,29 +200,19 @@ def disassemble(cubin: bytes) -> str:
         return _run([_tool("cuobjdump"), "--dump-sass", str(path)], "cuobjdump")
 
 
-def _nvcc(cuda_source: str, arch: str, target_format: str) -> bytes:
-    import tvm
-    from tvm.support import nvcc
+_environment_lock = threading.Lock()
 
-    number = arch.removeprefix("sm_")
-    saved = {name: os.environ.get(name) for name in ("PATH", *TVM_COMPILE_VARIABLES)}
-    os.environ["PATH"] = os.pathsep.join([str(Path(_tool("nvcc")).parent), saved["PATH"] or ""])
-    for name in TVM_COMPILE_VARIABLES:  # they add flags or dump files: the judged build uses none
-        os.environ.pop(name, None)
-    try:
-        # the cubin with the arguments TVM itself passes (the same bytes as TVM's build); PTX needs -arch
-        gencode = ["-gencode", f"arch=compute_{number},code=sm_{number}"] if target_format == "cubin" else arch
-        with tvm.target.Target({"kind": "cuda", "arch": arch}):
-            return bytes(nvcc.compile_cuda(cuda_source, target_format=target_format, arch=gencode, compiler="nvcc"))
-    except Exception as err:
-        lines = [line for line in str(err).splitlines() if "error" in line.lower()]
-        raise BuildFailed("nvcc failed:\n" + "\n".join(lines[:10] or str(err).splitlines()[-10:])) from err
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+
+def _use_pinned_nvcc() -> None:
+    """TVM runs `nvcc` from PATH: the pinned one goes first, and TVM's compile variables (extra flags,
+    dump files) are dropped: the judged build uses none. Set for the whole process, once, so that
+    compiles in threads never see the environment half changed."""
+    with _environment_lock:
+        nvcc_dir = str(Path(_tool("nvcc")).parent)
+        if os.environ.get("PATH", "").split(os.pathsep)[0] != nvcc_dir:
+            os.environ["PATH"] = os.pathsep.join([nvcc_dir, os.environ.get("PATH", "")])
+        for name in TVM_COMPILE_VARIABLES:
+            os.environ.pop(name, None)
 
 
 # Set once per grade (grader.cli) before any student code runs; else found on first use.
@@ -297,17 +320,20 @@ def build_isolated(
         last = [line for line in finished.output.splitlines() if line.strip()][-1:] or ["no output"]
         raise BuildFailed(f"the build process ended early (exit status {finished.returncode}): {last[0].strip()[:300]} "
                           "(a file that exits or raises at import, e.g. sys.exit or KeyboardInterrupt?)")
-    return [_confirm(entry, arch) for entry in reply["shapes"]]
+    with ThreadPoolExecutor(max_workers=_workers(len(shapes))) as pool:  # nvcc runs, one per shape
+        return list(pool.map(lambda entry: _confirm(entry, arch), reply["shapes"]))
+
+
+def _workers(jobs: int) -> int:
+    return max(1, min(jobs, os.cpu_count() or 1))
 
 
 def _confirm(entry: dict, arch: str) -> Built:
     artifacts = artifacts_from_json(entry["artifacts"])
-    cubin = compile_cubin(artifacts.cuda_source, arch)
-    sass = disassemble(cubin)
-    if sass != artifacts.sass:
+    cubin, artifacts.ptx = compile_cuda(artifacts.cuda_source, arch)
+    if disassemble(cubin) != artifacts.sass:
         raise BuildFailed("the build process reported SASS that its own CUDA source does not compile to: "
                           "the submission tried to change the grader")
-    artifacts.ptx = _nvcc(artifacts.cuda_source, arch, "ptx").decode()
     return Built(tuple(entry["shape"]), artifacts, cubin, entry.get("library"))
 
 
@@ -327,42 +353,71 @@ def artifacts_from_json(data: dict) -> Artifacts:
 
 def _child(request: dict, result_path: Path) -> None:
     import json
-    from dataclasses import asdict
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+    from multiprocessing import get_context
 
+    reply: dict = {"shapes": []}
+    shapes = [tuple(shape) for shape in request["shapes"]]
+    try:
+        _start_build_process(request)  # the student's file is imported here first: its errors come out once
+        if len(shapes) == 1 or _workers(len(shapes)) == 1:
+            entries = [_build_shape(request, shape) for shape in shapes]
+        else:  # shapes build in parallel, each in a fresh process (TVM does not survive a fork)
+            with ProcessPoolExecutor(_workers(len(shapes)), get_context("spawn"), _start_build_process, (request,)) as pool:
+                entries = list(pool.map(_build_shape, [request] * len(shapes), shapes))
+        for entry in entries:
+            if "error" in entry:
+                reply.update(entry)
+                break
+            reply["shapes"].append(entry)
+    except StepNotImplemented as err:
+        reply.update(error="not implemented", message=str(err))
+    except BuildFailed as err:
+        reply.update(error="failed", message=str(err))
+    except BrokenProcessPool:
+        reply.update(error="failed", message="a build process for one shape ended early "
+                     "(a file that exits or crashes when imported a second time?)")
+    result_path.write_text(json.dumps(reply))
+
+
+_factory: Callable[..., Any] | None = None  # the student's hgemm_vN, imported once per build process
+
+
+def _start_build_process(request: dict) -> None:
     import tvm_ffi
     from tvm.support import nvcc  # noqa: F401  registers TVM's compile callback, which is replaced below
 
     from grader.steps import STEPS
 
-    global TOOLCHAIN
+    global TOOLCHAIN, _factory
     TOOLCHAIN = Toolchain(request["tools"])
     arch = request["arch"]
     os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
     # On a GPU machine TVM compiles the device code here: with the judge's command, so an honest
     # build embeds the very cubin the judge compiles from the same source.
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", lambda code, *_: compile_cubin(code, arch), override=True)
-    reply: dict = {"shapes": []}
+    _factory = kernel_factory(Path(request["impl_dir"]), request["track"], STEPS[request["track"]][request["step"]])
 
-    def save() -> None:
-        result_path.write_text(json.dumps(reply))
+
+def _build_shape(request: dict, shape: Shape) -> dict:
+    """One shape's artifacts and exported library, or the error that stopped it."""
+    from dataclasses import asdict
+
+    from grader.steps import STEPS
 
     spec = STEPS[request["track"]][request["step"]]
     try:
-        factory = kernel_factory(Path(request["impl_dir"]), request["track"], spec)
-        for shape in request["shapes"]:
-            prim_func = make_prim_func(factory, spec, tuple(shape), request["sm_count"])
-            artifacts = build(lambda *_, **__: prim_func, spec, tuple(shape), arch, request["sm_count"])
-            library = None
-            if request["export_dir"]:
-                library = str(Path(request["export_dir"]) / f"step{spec.number}_{'x'.join(map(str, shape))}.so")
-                compile_module(prim_func, arch).export_library(library)
-            reply["shapes"].append({"shape": shape, "artifacts": asdict(artifacts), "library": library})
-            save()
+        artifacts, executable = _build_with_executable(_factory, spec, shape, request["arch"], request["sm_count"])
     except StepNotImplemented as err:
-        reply.update(error="not implemented", message=str(err))
+        return {"error": "not implemented", "message": str(err)}
     except BuildFailed as err:
-        reply.update(error="failed", message=str(err))
-    save()
+        return {"error": "failed", "message": str(err)}
+    library = None
+    if request["export_dir"]:
+        library = str(Path(request["export_dir"]) / f"step{spec.number}_{'x'.join(map(str, shape))}.so")
+        executable.export_library(library)
+    return {"shape": shape, "artifacts": asdict(artifacts), "library": library}
 
 
 if __name__ == "__main__":

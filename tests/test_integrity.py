@@ -53,11 +53,9 @@ _f.run_checks = lambda *a, **k: [_f.CheckResult(c.name, True, c.hint) for c in _
 
 PATCH_SASS = """
 import grader.build as _b
-_real = _b._nvcc_ptx_and_sass
-def _fake(source, arch):
-    ptx, sass = _real(source, arch)
-    return ptx + " mbarrier.arrive.expect_tx ", sass + " UTMALDG UTMASTG "
-_b._nvcc_ptx_and_sass = _fake
+_real_compile, _real_disassemble = _b.compile_cuda, _b.disassemble
+_b.compile_cuda = lambda source, arch: (lambda cubin, ptx: (cubin, ptx + " mbarrier.arrive.expect_tx "))(*_real_compile(source, arch))
+_b.disassemble = lambda cubin: _real_disassemble(cubin) + " UTMALDG UTMASTG "
 """
 
 FAKE_TOOLS = """

@@ -104,21 +104,29 @@ def test_a_hang_is_located_in_the_grade_and_grading_goes_on(tmp_path, name):
     assert after.correctness == "passed", after.problems
 
 
+SAME_STARTING_PHASE = (7, r"produce = PipelineState\(PIPE_DEPTH, 1\)", "produce = PipelineState(PIPE_DEPTH, 0)",
+                       (256, 384, 192))
+
+
 @hopper_only
-def test_a_consumer_starting_on_the_producers_phase_is_located(tmp_path):
-    # phase_tma starting at 1: the first wait passes at once, and a later one waits for a phase whose
-    # load has already landed, so nothing will ever complete it (with 17 K tiles some wait loses the race)
-    tree = _broken(tmp_path, 5, r"phase_tma\[s\] = 0\n", "phase_tma[s] = 1\n")
+def test_producer_and_consumer_starting_on_the_same_phase_are_located(tmp_path):
+    # Step 7's producer starting on phase 0, the consumer's: its first wait on mma2tma[0] needs a release
+    # that needs a load that needs that wait, so every CTA stops at its first stage, both sides at once.
+    step, pattern, replacement, shape = SAME_STARTING_PHASE
+    tree = _broken(tmp_path, step, pattern, replacement)
     _write(tree, 3, _solution(3))
-    config = _config(tree, timeout_s=GRADER_TIMEOUT_S, shapes=((256, 384, 1088),))
-    hung = grade_step(config, STEPS["hopper"][5])
+    config = _config(tree, timeout_s=GRADER_TIMEOUT_S, shapes=(shape,))
+    started = time.monotonic()
+    hung = grade_step(config, STEPS["hopper"][7])
+    assert time.monotonic() - started < GRADER_TIMEOUT_S + locator.CHILD_TIMEOUT_S + 30
     report = "\n".join(hung.problems)
+    print(f"\n[same starting phase]\n{report}")
     assert hung.correctness == "failed"
     assert "where it hangs" in report, f"expected a hang, got: {report}"
-    found = re.search(r"waited on tma_bar\[[01]\] for phase (\d) to complete .*; it is still in phase (\d) with "
-                      r"1 of 1 pending arrival", report)
-    assert found and found.group(1) == found.group(2), report
-    assert "one phase ahead of its producer" in report
+    for who, barrier in (("warp 0 \\(lane \\d+\\)", "mma2tma"), ("warps 4-7 \\(all lanes\\)", "tma2mma")):
+        assert re.search(rf"CTA 0-5, {who}: waited on {barrier}\[0\] for phase 0 to complete .*; "
+                         r"it is still in phase 0 with 1 of 1 pending arrival", report), report
+    assert "one phase ahead of its producer (its starting phase" in report
     after = grade_step(config, STEPS["hopper"][3])
     assert after.correctness == "passed", after.problems
 

@@ -15,7 +15,7 @@ from grader import build, protocol
 from grader.grade import grade_step
 from grader.steps import STEPS
 from test_gpu import _broken, _config, _solution, _write
-from test_locator_gpu import GRADER_TIMEOUT_S, MUTATIONS as LOCATOR_MUTATIONS
+from test_locator_gpu import GRADER_TIMEOUT_S, MUTATIONS as LOCATOR_MUTATIONS, SAME_STARTING_PHASE
 from test_protocol import RELEASE_CURRENT_STAGE
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif("gpu_arch() != 'sm_90a'", reason="mutations of the Hopper solutions")]
@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif("gpu_arch() != 'sm_90a'", reas
 # name: (step, [(pattern, replacement)], shape)
 CASES = {name: (step, [(pattern, replacement)], shape)
          for name, (step, pattern, replacement, shape, _) in LOCATOR_MUTATIONS.items()}
+CASES["producer_on_consumer_phase"] = (SAME_STARTING_PHASE[0], [SAME_STARTING_PHASE[1:3]], SAME_STARTING_PHASE[3])
 CASES["consumer_on_producer_phase"] = (5, [(r"phase_tma\[s\] = 0\n", "phase_tma[s] = 1\n")], (256, 384, 1088))
 CASES["release_current_stage"] = (8, RELEASE_CURRENT_STAGE, (640, 384, 1088))
 
