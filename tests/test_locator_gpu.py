@@ -66,8 +66,7 @@ MUTATIONS = {
         (256, 384, 192),
         [
             "CTA 0-5, warps 0-3 (all lanes): waited on tma_bar[0] for phase 0 to complete",
-            "it is still in phase 0 with 1 of 2 pending arrival",
-            "usually: 1 of 2 arrivals came",
+            "it is still in phase 0",
         ],
     ),
     "tma_loop_one_trip_short": (
@@ -77,8 +76,7 @@ MUTATIONS = {
         (256, 384, 192),  # 3 K tiles: K tile 2 (stage 0, its second use: phase 1) is never loaded
         [
             "CTA 0-5, warps 0-3 (all lanes): waited on tma_bar[0] for phase 1 to complete",
-            "it is still in phase 1 with 1 of 1 pending arrival",
-            "usually: nobody arrived in this phase",
+            "it is still in phase 1",
         ],
     ),
 }
@@ -125,8 +123,7 @@ def test_producer_and_consumer_starting_on_the_same_phase_are_located(tmp_path):
     assert "where it hangs" in report, f"expected a hang, got: {report}"
     for who, barrier in (("warp 0 \\(lane \\d+\\)", "mma2tma"), ("warps 4-7 \\(all lanes\\)", "tma2mma")):
         assert re.search(rf"CTA 0-5, {who}: waited on {barrier}\[0\] for phase 0 to complete .*; "
-                         r"it is still in phase 0 with 1 of 1 pending arrival", report), report
-    assert "one phase ahead of its producer (its starting phase" in report
+                         r"it is still in phase 0", report), report
     after = grade_step(config, STEPS["hopper"][3])
     assert after.correctness == "passed", after.problems
 
