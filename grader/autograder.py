@@ -154,14 +154,15 @@ def resolve_track(text: str) -> str:
 
 
 def find_step_files(submission: Path, track: str) -> dict[int, Path]:
-    """The student's file for each step, found by name anywhere in the submission: one in a folder of
-    the track is preferred, one in a folder of another track is not this track's. Links are not
-    followed: a link could name a file of the grader's, e.g. a reference solution."""
+    """The student's file for each step, found by name anywhere in the submission, one in steps/<track>/
+    preferred. Not taken: files in a folder of another track or in a solutions/ folder (a submission
+    of the whole course holds the reference solutions under the same names), and links, which could
+    name a file of the grader's."""
     names = {spec.file_name: number for number, spec in STEPS[track].items()}
-    other_tracks = set(TRACKS) - {track}
+    skipped_folders = (set(TRACKS) - {track}) | {"solutions"}
     found: dict[int, list[Path]] = {}
-    for folder, subfolders, files in os.walk(submission):
-        subfolders[:] = sorted(name for name in subfolders if name not in other_tracks)
+    for folder, subfolders, files in os.walk(submission):  # does not enter linked folders
+        subfolders[:] = sorted(name for name in subfolders if name not in skipped_folders)
         for name in files:
             path = Path(folder) / name
             if name in names and path.is_file() and not path.is_symlink():
@@ -169,7 +170,8 @@ def find_step_files(submission: Path, track: str) -> dict[int, Path]:
     if not found:
         raise BadInput(f"no {track} step files in the submission ({submission}): upload your "
                        f"steps/{track}/stepNN_*.py files, e.g. steps/{track}/{STEPS[track][1].file_name}")
-    return {number: min(paths, key=lambda p: (p.parent.name != track, len(p.parts), str(p)))
+    return {number: min(paths, key=lambda p: (p.parent.name != track, p.parent.parent.name != "steps",
+                                              len(p.parts), str(p)))
             for number, paths in found.items()}
 
 
@@ -209,13 +211,14 @@ def grade(work: Path, track: str, numbers: list[int], files: dict[int, StepFile]
     done = subprocess.run(
         [sys.executable, "-s", "-m", "grader", "--instructor", "--step", "all", "--track", track,
          "--json", str(report_path)],
-        cwd=work, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+        cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        errors="replace",
     )
     try:
         report = json.loads(report_path.read_text())
     except (OSError, ValueError):
         report = {}
-    return report, (done.stdout + done.stderr).strip()
+    return report, done.stdout.strip()
 
 
 def step_test(number: int, track: str, weight: float, entry: dict | None, file: StepFile | None,
@@ -228,7 +231,7 @@ def step_test(number: int, track: str, weight: float, entry: dict | None, file: 
     else:
         lines = step_lines(entry, file.origin if file else None, report["config"])
     passed = entry is not None and entry["passed"]
-    return {"name": name, "score": weight if passed else 0, "max_score": weight, "output": "\n".join(lines),
+    return {"name": name, "score": weight if passed else 0.0, "max_score": weight, "output": "\n".join(lines),
             "visibility": "visible"}
 
 

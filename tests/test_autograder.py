@@ -69,9 +69,11 @@ def test_a_sample_submission_scores_exactly_its_passing_steps(package, tmp_path)
         "steps/hopper/step02_k_loop.py": "from solutions.hopper.step02_k_loop import hgemm_v2  # noqa\n",
         # the wrong step: step 3's kernel as step 4 lacks TMA
         "steps/hopper/step04_tma.py": _solution(3).replace("def hgemm_v3(", "def hgemm_v4("),
-        # another track's file is not this track's step 5: the skeleton is graded
+        # neither another track's file nor a copy of the course's solutions is the student's step 5:
+        # the skeleton is graded
         "steps/blackwell/step05_software_pipeline.py": (
             REPO / "solutions" / "blackwell" / STEPS["blackwell"][5].file_name).read_text(),
+        "course/solutions/hopper/step05_software_pipeline.py": _solution(5),
     }
     for name, source in files.items():
         (submission / name).parent.mkdir(parents=True, exist_ok=True)
@@ -138,6 +140,14 @@ def test_weights_are_read_with_comments(tmp_path):
     path = tmp_path / "weights"
     path.write_text("# points\n1 2 3 4 5  # steps 1-5\n6 7 8 9 10.5\n")
     assert autograder.read_weights(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10.5]
+
+
+def test_the_students_copy_of_the_course_is_found_in_steps(tmp_path):
+    course = tmp_path / "submission" / "tirx-gemm-course"
+    for tree in ("solutions", "steps"):
+        shutil.copytree(REPO / tree, course / tree)
+    found = autograder.find_step_files(tmp_path / "submission", TRACK)
+    assert found == {n: course / "steps" / TRACK / spec.file_name for n, spec in STEPS[TRACK].items()}
 
 
 def test_a_link_in_the_submission_is_not_followed(tmp_path):
