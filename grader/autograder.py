@@ -258,8 +258,8 @@ def summary(track: str, report: dict) -> str:
         return f"{track} track"
     config = report["config"]
     where = config["gpu_name"] or "no GPU: build and static checks only, correctness and speed not checked"
-    return (f"{track} track for {config['arch']} on {where}; instructor mode: hidden seed, "
-            "the reference solutions out of your code's reach")
+    return (f"{track} track for {config['arch']} on {where}; instructor mode: hidden seed, your code built in a "
+            "copy of the course without the reference solutions")
 
 
 def last_line(text: str) -> str:
