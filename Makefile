@@ -26,7 +26,7 @@ quote = '$(subst ','\'',$(1))'
 GRADER_ARGS = --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) \
 	--arch $(call quote,$(ARCH)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
-.PHONY: help setup grade hint inspect debug check sanitize bench test notebooks wheelhouse clean
+.PHONY: help setup grade hint inspect debug check sanitize bench calibrate autograder test notebooks wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
@@ -37,6 +37,8 @@ help:
 	@echo "make check STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  run the step's barrier protocol on the CPU: deadlocks, stage races (no GPU needed)"
 	@echo "make sanitize STEP=5 [IMPL=...] [SHAPES=...]  run the step once under compute-sanitizer racecheck + synccheck (GPU)"
 	@echo "make bench [BENCH_OUT=reports/bench]         every reference step vs cuBLAS at 5 shapes: .md, .json, .png (GPU)"
+	@echo "make calibrate [STEP=all] [SHAPES=...] [MARGIN=0.5]  set the speed floors (grader/speed_floors.json) from the reference solutions on this GPU"
+	@echo "make autograder                              build/autograder.zip: a Gradescope autograder (instructor mode; see README)"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
 	@echo "make notebooks                               Jupyter on notebooks/ (the walk-throughs of steps 1-10)"
 	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
@@ -82,6 +84,13 @@ sanitize: $(ENV_READY)
 bench: $(ENV_READY)
 	$(PYTHON) -m grader.bench $(if $(BENCH_OUT),--out '$(BENCH_OUT)')
 
+calibrate: $(ENV_READY)
+	@$(PYTHON) -m grader.calibrate --step $(call quote,$(STEP)) $(foreach s,$(SHAPES),--shape $(call quote,$(s))) \
+	    $(if $(MARGIN),--margin $(call quote,$(MARGIN)))
+
+autograder: $(ENV_READY)
+	$(PYTHON) -m grader.autograder package --out build/autograder.zip
+
 test: $(ENV_READY)
 	$(PYTHON) -m pytest tests
 
@@ -95,4 +104,4 @@ wheelhouse:
 	python3 -m pip download -d wheelhouse $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_CPU)"
 
 clean:
-	rm -rf $(VENV) reports
+	rm -rf $(VENV) reports build

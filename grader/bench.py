@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m grader.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     payload = {
         "gpu": gpu_name,
-        "driver": _driver_version(),
+        "driver": driver_version(),
         "torch": torch.__version__,
         "track": track,
         "date": datetime.date.today().isoformat(),
@@ -103,7 +103,7 @@ def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int
     ]
 
 
-def _driver_version() -> str:
+def driver_version() -> str:
     import subprocess
 
     done = subprocess.run(

@@ -222,7 +222,7 @@ def _judge_speed(result: StepResult, gpu_result: gpu.GpuResult, config: Config, 
                     f"(limit {MAX_SLOWDOWN_VS_REFERENCE}x)"
                 )
         elif floor is None:
-            too_slow.append(f"no speed floor for step {spec.number} on {config.arch} in grader/steps.py")
+            too_slow.append(f"no speed floor for step {spec.number} on {config.arch} in grader/speed_floors.json")
         elif timing.share_of_cublas < floor:
             too_slow.append(
                 f"too slow at {format_shape(timing.shape)}: {timing.share_of_cublas:.1%} of cuBLAS "

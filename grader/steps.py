@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 Shape = tuple[int, int, int]  # (M, N, K)
 
@@ -130,15 +133,30 @@ STEPS: dict[str, dict[int, StepSpec]] = {
 # Pass rule without a reference solution to compare with: the step's speed must reach this share
 # of cuBLAS (same run, same inputs) at every timing shape. Steps 1-3 are slow by design (one CTA,
 # or synchronous loads), so their floors only catch kernels that are broken in a new way.
-# sm_90a: about half of the lowest share the reference solutions measured on an H100
-# (docs/measurements.md); step 1 is one tiny launch, where cuBLAS is launch-bound too.
-# sm_100a / sm_103a: half of the public B200 figures in docs/blackwell-expected-speed.md; no
-# Blackwell GPU has run this course's kernels, so these floors are estimates, not measurements.
-SPEED_FLOORS: dict[str, dict[int, float]] = {
-    "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.28, 7: 0.29, 8: 0.44, 9: 0.42, 10: 0.48},
-    "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4},
-    "sm_103a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4},
-}
+# The table lives in speed_floors.json, where `make calibrate` writes what the GPU here measured;
+# each arch's entry says where its values came from (the Blackwell ones are estimates).
+SPEED_FLOORS_FILE = Path(__file__).with_name("speed_floors.json")
+
+
+class SpeedFloorsError(Exception):
+    """The floors file cannot be read: the grader must not judge speed on a guess."""
+
+
+def load_speed_floors(path: Path = SPEED_FLOORS_FILE) -> dict[str, dict[int, float]]:
+    """{arch: {step: minimum share of cuBLAS}} from the floors file."""
+    try:
+        archs = json.loads(path.read_text())["archs"]
+        floors = {arch: {int(step): float(floor) for step, floor in entry["floors"].items()}
+                  for arch, entry in archs.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise SpeedFloorsError(f"{path}: not a speed-floors table ({type(err).__name__}: {err}); "
+                               "restore it (git checkout) or write it again with `make calibrate`") from err
+    if not all(math.isfinite(floor) and floor > 0 for table in floors.values() for floor in table.values()):
+        raise SpeedFloorsError(f"{path}: every floor must be a number above 0")
+    return floors
+
+
+SPEED_FLOORS: dict[str, dict[int, float]] = load_speed_floors()
 
 # Pass rule with a reference solution: the student's kernel may take at most this many times the
 # reference's time, both measured in the same run.

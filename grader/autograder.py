@@ -1,0 +1,279 @@
+"""`make autograder` and the autograder it builds: the course graded on Gradescope.
+
+`python -m grader.autograder package --out build/autograder.zip` writes the package Gradescope takes:
+setup.sh, run_autograder and weights (from autograder/) at its root, and course/: the grader, the
+kernel helpers, the skeletons, the hints, the reference solutions (the speed reference on a GPU) and
+what `make setup` reads.
+
+`python -m grader.autograder run` (what run_autograder starts, in course/) finds the student's step
+files in the submission, puts them into a fresh copy of the course, grades the steps in instructor
+mode (`python -m grader --instructor`: each build process gets a copy of the course without
+solutions/, the seed is hidden, correctness is checked again after timing) and writes Gradescope's
+results.json. Its settings come from the environment, so a test can run it on a sample submission:
+  AUTOGRADER_SUBMISSION  the student's files, nested or flat (default /autograder/submission)
+  AUTOGRADER_RESULTS     where results.json goes (default /autograder/results)
+  AUTOGRADER_WEIGHTS     points per step, steps 1-10 (default: weights beside course/)
+  TRACK                  auto (the GPU's, else blackwell), blackwell or hopper
+  STEPS                  the steps to grade, e.g. "1 3 4" (default: all ten)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.build import REPO_ROOT
+from grader.steps import STEPS, TRACKS, format_shape
+
+PACKAGE_FILES = ("setup.sh", "run_autograder", "weights")  # from autograder/, at the package's root
+COURSE_PARTS = ("grader", "kernel_helpers", "solutions", "steps", "hints", "Makefile", "requirements.txt",
+                "pyproject.toml")
+STEP_NUMBERS = tuple(range(1, 11))
+
+
+class BadInput(Exception):
+    """The submission or the autograder's settings cannot be graded: one line for the student's page."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["package"] and args[1:2] == ["--out"] and len(args) == 3:
+        print(f"written: {package(Path(args[2]))}")
+        return 0
+    if args == ["run"]:
+        return run(Settings.from_environment())
+    print("usage: python -m grader.autograder package --out FILE.zip | run", file=sys.stderr)
+    return 2
+
+
+def package(out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in PACKAGE_FILES:
+            archive.write(REPO_ROOT / "autograder" / name, name)  # keeps the files' modes: the scripts run
+        for part in COURSE_PARTS:
+            root = REPO_ROOT / part
+            files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+            for file in files:
+                if "__pycache__" not in file.parts:
+                    archive.write(file, f"course/{file.relative_to(REPO_ROOT)}")
+    return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    submission: Path
+    results: Path
+    weights: Path
+    track: str
+    steps: str
+
+    @classmethod
+    def from_environment(cls) -> Settings:
+        env = os.environ
+        return cls(
+            Path(env.get("AUTOGRADER_SUBMISSION", "/autograder/submission")),
+            Path(env.get("AUTOGRADER_RESULTS", "/autograder/results")),
+            Path(env.get("AUTOGRADER_WEIGHTS", REPO_ROOT.parent / "weights")),
+            env.get("TRACK", "auto"),
+            env.get("STEPS", " ".join(map(str, STEP_NUMBERS))),
+        )
+
+
+def run(settings: Settings) -> int:
+    """Grade the submission and write results.json; 0 graded, 1 the grader stopped, 2 bad input."""
+    try:
+        weights = read_weights(settings.weights)
+        numbers = parse_steps(settings.steps)
+        track = resolve_track(settings.track)
+        files = read_step_files(settings.submission, find_step_files(settings.submission, track))
+    except BadInput as err:
+        print(f"autograder: {err}", file=sys.stderr)
+        write_results(settings.results, {"score": 0, "output": f"autograder: {err}", "tests": []})
+        return 2
+
+    work = Path(tempfile.mkdtemp(prefix="autograder-course-"))
+    try:
+        report, log = grade(work, track, numbers, files)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(log)
+    steps = {entry["step"]: entry for entry in report.get("steps", [])}
+    tests = [step_test(number, track, weights[number - 1], steps.get(number), files.get(number), report)
+             for number in numbers]
+    graded = bool(report)
+    stopped = "" if graded else f"\nthe grader stopped without a report: {last_line(log)}"
+    write_results(settings.results, {
+        "score": sum(test["score"] for test in tests),
+        "output": summary(track, report) + stopped,
+        "tests": tests,
+    })
+    return 0 if graded else 1
+
+
+def read_weights(path: Path) -> list[float]:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInput(f"cannot read the weights file {path} ({err.strerror if isinstance(err, OSError) else err})")
+    words = [word for line in text.splitlines() for word in line.split("#")[0].split()]
+    try:
+        weights = [float(word) for word in words]
+    except ValueError:
+        weights = []
+    if len(weights) != len(STEP_NUMBERS) or not all(math.isfinite(w) and w >= 0 for w in weights):
+        raise BadInput(f"the weights file {path} must hold 10 numbers of points (steps 1 to 10, each 0 or more), "
+                       f"not {' '.join(words)[:80]!r}")
+    return weights
+
+
+def parse_steps(text: str) -> list[int]:
+    words = text.split()
+    if not words or not all(word.isascii() and word.isdigit() and int(word) in STEP_NUMBERS for word in words):
+        raise BadInput(f"STEPS must be step numbers from 1 to 10 separated by spaces, not {text!r}")
+    return sorted(set(map(int, words)))
+
+
+def resolve_track(text: str) -> str:
+    if text in TRACKS:
+        return text
+    if text != "auto":
+        raise BadInput(f"TRACK must be auto, blackwell or hopper, not {text!r}")
+    from grader.cli import detect_gpu, resolve_arch_and_track
+
+    gpu_name, gpu_arch, _ = detect_gpu()
+    return resolve_arch_and_track("auto", "auto", gpu_name, gpu_arch)[1]
+
+
+def find_step_files(submission: Path, track: str) -> dict[int, Path]:
+    """The student's file for each step, found by name anywhere in the submission, one in steps/<track>/
+    preferred. Not taken: files in a folder of another track or in a solutions/ folder (a submission
+    of the whole course holds the reference solutions under the same names), and links, which could
+    name a file of the grader's."""
+    names = {spec.file_name: number for number, spec in STEPS[track].items()}
+    skipped_folders = (set(TRACKS) - {track}) | {"solutions"}
+    found: dict[int, list[Path]] = {}
+    for folder, subfolders, files in os.walk(submission):  # does not enter linked folders
+        subfolders[:] = sorted(name for name in subfolders if name not in skipped_folders)
+        for name in files:
+            path = Path(folder) / name
+            if name in names and path.is_file() and not path.is_symlink():
+                found.setdefault(names[name], []).append(path)
+    if not found:
+        raise BadInput(f"no {track} step files in the submission ({submission}): upload your "
+                       f"steps/{track}/stepNN_*.py files, e.g. steps/{track}/{STEPS[track][1].file_name}")
+    return {number: min(paths, key=lambda p: (p.parent.name != track, p.parent.parent.name != "steps",
+                                              len(p.parts), str(p)))
+            for number, paths in found.items()}
+
+
+@dataclass(frozen=True)
+class StepFile:
+    origin: str  # where it was in the submission
+    source: bytes
+
+
+def read_step_files(submission: Path, paths: dict[int, Path]) -> dict[int, StepFile]:
+    files = {}
+    for number, path in paths.items():
+        origin = str(path.relative_to(submission))
+        try:
+            files[number] = StepFile(origin, path.read_bytes())
+        except OSError as err:
+            raise BadInput(f"cannot read {origin} in the submission ({err.strerror})")
+    return files
+
+
+def grade(work: Path, track: str, numbers: list[int], files: dict[int, StepFile]) -> tuple[dict, str]:
+    """Grade the steps `numbers` in a copy of the course at `work`: the student's files where given,
+    the skeleton elsewhere. Returns the grader's JSON report ({} if it wrote none) and its output."""
+    for part in COURSE_PARTS:
+        source = REPO_ROOT / part
+        if source.is_file():
+            shutil.copy(source, work / part)
+        else:
+            shutil.copytree(source, work / part, ignore=shutil.ignore_patterns("__pycache__"))
+    track_dir = work / "steps" / track
+    for number, spec in STEPS[track].items():
+        if number not in numbers:  # `--step all` grades the step files present
+            (track_dir / spec.file_name).unlink()
+        elif number in files:
+            (track_dir / spec.file_name).write_bytes(files[number].source)
+    report_path = work / "reports" / "grade.json"
+    done = subprocess.run(
+        [sys.executable, "-s", "-m", "grader", "--instructor", "--step", "all", "--track", track,
+         "--json", str(report_path)],
+        cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        errors="replace",
+    )
+    try:
+        report = json.loads(report_path.read_text())
+    except (OSError, ValueError):
+        report = {}
+    return report, done.stdout.strip()
+
+
+def step_test(number: int, track: str, weight: float, entry: dict | None, file: StepFile | None,
+              report: dict) -> dict:
+    """One step as a Gradescope test: its full weight only if it passed everything checked."""
+    name = f"step {number}: {STEPS[track][number].topic.replace('_', ' ')}"
+    if entry is None:
+        lines = ["not graded: " + ("grading stopped before this step (see the steps before it)" if report
+                                   else "the grader stopped without a report")]
+    else:
+        lines = step_lines(entry, file.origin if file else None, report["config"])
+    passed = entry is not None and entry["passed"]
+    return {"name": name, "score": weight if passed else 0.0, "max_score": weight, "output": "\n".join(lines),
+            "visibility": "visible"}
+
+
+def step_lines(entry: dict, origin: str | None, config: dict) -> list[str]:
+    """The grader's report for one step: what was graded, each stage's verdict, speed, problems, and
+    what was not checked without a GPU."""
+    graded = f"graded {entry['file']}: " + (f"your {origin}" if origin else
+                                              "not in your submission, so the course's skeleton")
+    lines = [graded, f"build: {entry['build']}, static checks: {entry['features']}, "
+                     f"correctness: {entry['correctness']}, speed: {entry['speed']}"]
+    for timing in entry["timings"]:
+        reference = (f", {timing['kernel_ms'] / timing['reference_ms']:.2f}x the reference solution's time"
+                     if timing["reference_ms"] else "")
+        lines.append(f"speed at {format_shape(timing['shape'])}: {timing['kernel_ms']:.3f} ms, "
+                     f"{timing['tflops']:.1f} TFLOP/s, {timing['share_of_cublas']:.1%} of cuBLAS{reference}")
+    lines += entry["problems"]
+    if config["gpu_name"] is None:
+        lines.append(f"not checked here (no GPU that runs {config['arch']}): correctness and speed")
+    return lines
+
+
+def summary(track: str, report: dict) -> str:
+    if not report:
+        return f"{track} track"
+    config = report["config"]
+    where = config["gpu_name"] or "no GPU: build and static checks only, correctness and speed not checked"
+    return (f"{track} track for {config['arch']} on {where}; instructor mode: hidden seed, your code built in a "
+            "copy of the course without the reference solutions")
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def write_results(folder: Path, results: dict) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    except OSError as err:
+        print(f"autograder: cannot write {folder / 'results.json'} ({err.strerror})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
