@@ -359,10 +359,11 @@ def events(stamps: list[Stamp], barriers: list[locator.Barrier], roles: dict[int
             n = issued.get(s.barrier_offset, 0)
             issued[s.barrier_offset] = n + 1
             count += 1
-            ends = [ends[s.barrier_offset][n] for ends in full_ends.values() if len(ends.get(s.barrier_offset, [])) > n]
+            landed = [by_barrier[s.barrier_offset][n] for by_barrier in full_ends.values()
+                      if len(by_barrier.get(s.barrier_offset, [])) > n]
             stage = stage_of.get(s.barrier_offset)
-            if ends and stage is not None:
-                spans.append((f"stage {stage}: TMA", "load", stage, t_of[i], min(ends)))
+            if landed and stage is not None:
+                spans.append((f"stage {stage}: TMA", "load", stage, t_of[i], min(landed)))
 
     if not spans:
         return []
