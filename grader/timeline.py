@@ -399,17 +399,22 @@ def measure(spec, impl: str, shape: Shape, sm_count: int, seed: int = 0, tiles: 
         _wait_for(torch.cuda.current_stream())
     verdict = compare(d, reference(a, b))
     stamps, overflowed = decode(buffer.cpu().numpy().view("uint32"))
+    return document(torch.cuda.get_device_name(0), spec, impl, shape, tiles, verdict.message, verdict.max_error,
+                    stamps, overflowed, timeline.roles, timeline.barriers)
+
+
+def document(gpu: str, spec, impl: str, shape: Shape, tiles: int, check: str, max_error: float,
+             stamps: list[Stamp], overflowed: bool, roles: dict[int, str], barriers: list[locator.Barrier]) -> dict:
+    """The JSON the notebook reads: a header, then the events."""
     k_tiles = shape[2] // spec.shapes.tile[2]
     return {
-        "gpu": torch.cuda.get_device_name(0),
-        "date": datetime.date.today().isoformat(),
+        "gpu": gpu, "date": datetime.date.today().isoformat(),
         "step": spec.number, "track": TRACK, "impl": impl, "shape": list(shape), "cta": 0,
-        "tiles": tiles, "k_tiles": k_tiles,
-        "check": verdict.message, "max_error": verdict.max_error,
+        "tiles": tiles, "k_tiles": k_tiles, "check": check, "max_error": max_error,
         "timer": times_ns(stamps)[1], "stamps": len(stamps), "overflowed": overflowed,
-        "roles": {str(w): r for w, r in timeline.roles.items()},
-        "barriers": [{"label": b.label, "offset": b.offset, "init_count": b.init_count} for b in timeline.barriers],
-        "events": events(stamps, timeline.barriers, timeline.roles, k_tiles, tiles),
+        "roles": {str(w): r for w, r in roles.items()},
+        "barriers": [{"label": b.label, "offset": b.offset, "init_count": b.init_count} for b in barriers],
+        "events": events(stamps, barriers, roles, k_tiles, tiles),
     }
 
 

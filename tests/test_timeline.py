@@ -207,3 +207,22 @@ def test_the_step_8_timeline_is_measured_on_the_gpu(tmp_path):
     assert [s for s in spans if s[1] == "epilogue"]
     assert all(end >= begin for *_, begin, end in spans)
     assert png.stat().st_size > 10_000
+
+
+def test_the_notebook_cell_and_the_png_draw_a_file_the_tool_writes(tmp_path):
+    """The JSON's format is the notebook's: its measured-timeline cell runs on a written file."""
+    import matplotlib
+    import nbformat
+
+    matplotlib.use("Agg")
+    data = timeline.document("NVIDIA H100 80GB HBM3", STEPS["hopper"][8], "solutions", (256, 256, 128), 2, "ok", 0.001,
+                             _synthetic_run(), False, ROLES, BARRIERS)
+    data = {"command": "python -m grader.timeline --step 8", **data}
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "timeline-step08-h100.json").write_text(json.dumps(data))
+    notebook = nbformat.read(REPO / "notebooks" / "07_08_warp_specialization_and_deeper_pipeline.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if c.cell_type == "code" and "timeline-step08-h100.json" in c.source]
+    exec(cell.source, {"figures": figures, "REPO": tmp_path, "print": lambda *a, **k: None})
+    assert len(figures.intervals(figures.timeline_events(data))) == 18
+    timeline.draw(data, tmp_path / "timeline.png")
+    assert (tmp_path / "timeline.png").stat().st_size > 10_000
