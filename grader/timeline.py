@@ -397,6 +397,7 @@ def measure(spec, impl: str, shape: Shape, sm_count: int, seed: int = 0, tiles: 
         torch.cuda.synchronize()
         timeline.executable(a, b, d)
         _wait_for(torch.cuda.current_stream())
+        torch.cuda.synchronize()  # whichever stream TVM launched on
     verdict = compare(d, reference(a, b))
     stamps, overflowed = decode(buffer.cpu().numpy().view("uint32"))
     return document(torch.cuda.get_device_name(0), spec, impl, shape, tiles, verdict.message, verdict.max_error,
