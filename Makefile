@@ -26,7 +26,7 @@ quote = '$(subst ','\'',$(1))'
 GRADER_ARGS = --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) \
 	--arch $(call quote,$(ARCH)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
-.PHONY: help setup grade hint inspect debug check sanitize bench calibrate autograder test notebooks wheelhouse clean
+.PHONY: help setup grade hint inspect debug timeline check sanitize bench calibrate autograder test notebooks wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
@@ -34,6 +34,7 @@ help:
 	@echo "                                             no TODO: list the step's TODOs (TRACK=auto: the GPU's, else blackwell)"
 	@echo "make inspect STEP=5 [IMPL=...] [TRACK=...]   generated CUDA + the features found in it (no GPU needed)"
 	@echo "make debug STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  which warp waits on which barrier when a step hangs (GPU; without one: the barrier map)"
+	@echo "make timeline STEP=8 [IMPL=...] [SHAPES=...] [TIMELINE_OUT=reports/timeline]  measured producer/consumer timeline of CTA 0: .json, .png (Hopper GPU; without one: what it would record)"
 	@echo "make check STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  run the step's barrier protocol on the CPU: deadlocks, stage races (no GPU needed)"
 	@echo "make sanitize STEP=5 [IMPL=...] [SHAPES=...]  run the step once under compute-sanitizer racecheck + synccheck (GPU)"
 	@echo "make bench [BENCH_OUT=reports/bench]         every reference step vs cuBLAS at 5 shapes: .md, .json, .png (GPU)"
@@ -72,6 +73,10 @@ inspect: $(ENV_READY)
 
 debug: $(ENV_READY)
 	$(PYTHON) -m grader.locator --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
+
+TIMELINE_OUT ?= reports/timeline-step$(STEP)
+timeline: $(ENV_READY)
+	$(PYTHON) -m grader.timeline --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track hopper $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES)))) --out $(call quote,$(TIMELINE_OUT).json) --png $(call quote,$(TIMELINE_OUT).png)
 
 check: $(ENV_READY)
 	@$(PYTHON) -m grader.protocol --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))

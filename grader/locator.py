@@ -7,9 +7,10 @@ for, the barrier's current phase parity and pending arrival count, the CUDA line
 the thread exits. PTX's `exit` releases CTA- and cluster-wide barriers that only exited threads were
 holding up, so the launch ends and the CUDA context stays usable.
 
-How it is instrumented: TVM hands the generated CUDA source to the global function
-`tvm_callback_cuda_postproc` (if one is registered) before NVRTC or nvcc compiles it. `instrumented()`
-registers that hook for one build and removes it after, so a normal build never sees it. The rewrite
+How it is instrumented (the machinery is grader/instrument.py's, shared with grader/timeline.py): TVM
+hands the generated CUDA source to the global function `tvm_callback_cuda_postproc` (if one is
+registered) before NVRTC or nvcc compiles it. `instrumented()` registers that hook for one build and
+removes it after, so a normal build never sees it. The rewrite
 defines macros named like TVM's wait helpers (`tvm_builtin_cuda_mbarrier_wait`, its `_raw_u32` and
 `_acquire_cluster` forms), placed after the helpers' definitions and before the kernel, so every call
 site becomes a bounded wait that also knows its own `__LINE__`; `#line` directives keep the line
@@ -49,6 +50,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grader import build
+from grader import instrument as instrument_module
 from grader.steps import Shape, format_shape
 
 BOUND_S = 1.5  # how long one wait spins before it gives up
@@ -57,7 +59,7 @@ CHILD_TIMEOUT_S = 60.0  # the whole debug child: start, build, run, read back
 CAPACITY = 1 << 17  # records; more than the threads of any launch in this course (256 CTAs x 384)
 RECORD_WORDS = 24
 HEADER_WORDS = 8  # [0]: set when a record found the buffer full
-HOOK = "tvm_callback_cuda_postproc"
+HOOK = instrument_module.HOOK
 WAIT_HELPERS = {  # TVM's wait helper -> (argument that gives the shared address, acquire scope)
     "tvm_builtin_cuda_mbarrier_wait": ("(unsigned)__cvta_generic_to_shared(bar)", 0),
     "tvm_builtin_cuda_mbarrier_wait_raw_u32": ("(unsigned)(bar)", 0),
@@ -222,12 +224,6 @@ def format_barrier_map(barriers: list[Barrier]) -> list[str]:
 
 def instrument(cuda_source: str, records_address: int, bound_s: float = BOUND_S) -> str:
     """The same source, with every mbarrier wait bounded and reporting into records_address."""
-    lines = cuda_source.split("\n")
-    kernel_line = next(
-        (i for i, line in enumerate(lines) if line.startswith('extern "C" __global__')), None
-    )
-    if kernel_line is None:
-        raise build.BuildFailed("the generated CUDA has no kernel: nothing to instrument")
     device_code = (
         _DEVICE_CODE.replace("__RECORDS__", hex(records_address))
         .replace("__CAPACITY__", str(CAPACITY))
@@ -239,27 +235,14 @@ def instrument(cuda_source: str, records_address: int, bound_s: float = BOUND_S)
         f"#define {helper}(bar, phase) tirx_locator_wait({address}, (phase), __LINE__, {cluster})"
         for helper, (address, cluster) in WAIT_HELPERS.items()
     ]
-    return "\n".join(
-        [device_code, "#line 1"]
-        + lines[:kernel_line]
-        + macros
-        + [f"#line {kernel_line + 1}"]
-        + lines[kernel_line:]
-    )
+    return instrument_module.splice(cuda_source, device_code, macros)
 
 
 @contextlib.contextmanager
 def instrumented(records_address: int, bound_s: float = BOUND_S):
     """Within this block, every CUDA build TVM makes is the debug build."""
-    import tvm_ffi
-
-    if tvm_ffi.get_global_func(HOOK, allow_missing=True) is not None:
-        raise RuntimeError(f"{HOOK} is already registered: the locator would replace someone's hook")
-    tvm_ffi.register_global_func(HOOK, lambda code, target: instrument(code, records_address, bound_s))
-    try:
+    with instrument_module.cuda_postproc(lambda code: instrument(code, records_address, bound_s)):
         yield
-    finally:
-        tvm_ffi.remove_global_func(HOOK)
 
 
 @dataclass
@@ -271,12 +254,10 @@ class DebugBuild:
 
 def build_debug(factory, spec, shape: Shape, arch: str, sm_count: int, records_address: int,
                 bound_s: float = BOUND_S) -> DebugBuild:
-    prim_func = build.make_prim_func(factory, spec, shape, sm_count)
-    with instrumented(records_address, bound_s):
-        executable = build.compile_module(prim_func, arch)
-    source = executable.mod.imports[0].inspect_source()
-    plain = _strip_instrumentation(source)
-    return DebugBuild(executable, source, barrier_map(prim_func.script(), plain))
+    built = instrument_module.build_instrumented(
+        factory, spec, shape, arch, sm_count, lambda code: instrument(code, records_address, bound_s)
+    )
+    return DebugBuild(built.executable, built.cuda_source, barrier_map(built.tir_script, built.plain_source))
 
 
 def _strip_instrumentation(source: str) -> str:
@@ -288,16 +269,7 @@ def _strip_instrumentation(source: str) -> str:
 
 def compile_cubin(cuda_source: str, arch: str) -> bytes:
     """nvcc -cubin: proof that the debug build assembles for the arch (no GPU needed)."""
-    with tempfile.TemporaryDirectory(prefix="locator-") as tmp:
-        cu, cubin = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
-        cu.write_text(cuda_source)
-        done = subprocess.run(
-            [build._tool("nvcc"), "-cubin", f"-arch={arch}", "-w", "-o", str(cubin), str(cu)],
-            capture_output=True, text=True,
-        )
-        if done.returncode != 0:
-            raise build.BuildFailed("nvcc failed on the debug build:\n" + "\n".join(done.stderr.splitlines()[-10:]))
-        return cubin.read_bytes()
+    return instrument_module.compile_cubin(cuda_source, arch, "the debug build")
 
 
 # ---- the records ---------------------------------------------------------------------------------

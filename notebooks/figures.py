@@ -353,3 +353,9 @@ def grep(text: str, pattern: str, limit: int = 8) -> str:
 
 def load_json(path: Path):
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def timeline_events(measured) -> list[dict]:
+    """The events of a measured timeline (grader/timeline.py writes {header..., "events": [...]}),
+    or the list itself for a file that holds only the events."""
+    return measured["events"] if isinstance(measured, dict) else measured
