@@ -121,8 +121,8 @@ def hgemm_v10(M, N, K, sm_count):
         todo("10.1 one accumulator hand-over pair per consumer")
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         # TODO 10.2: the tiles in shared memory: one A tile and one Dsmem tile per consumer
-        #   Each stage now holds two A tiles, one 128x64 tile per consumer (consumer j multiplies rows j of the
-        #   CTA's 256 rows), and one B tile that both consumers read; the writeback chunk Dsmem gets one slot per
+        #   Each stage now holds two A tiles, one 128x64 tile per consumer (consumer j multiplies the j-th block
+        #   of 128 rows), and one B tile that both consumers read; the writeback chunk Dsmem gets one slot per
         #   consumer, so the two writeback warpgroups never share a buffer. The layouts above already have those
         #   shapes: allocate in the order A, B, D, each with its layout.
         todo("10.2 the tiles in shared memory: one A tile and one Dsmem tile per consumer")
