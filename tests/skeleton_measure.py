@@ -1,12 +1,12 @@
-"""How much of a step a skeleton gives away (after ../shared/tools/skeleton_metrics.py, two differences).
+"""How much of a step a skeleton gives away: the rule of ../shared/tools/skeleton_metrics.py.
 
-idea: the code lines a step's solution adds to (or changes from) the previous step's solution,
-    except what is not the lesson and stays given by rule: the `def hgemm_vN(` line, imports and
-    UPPER_CASE constants. Docstrings and comments are not code.
-given: the idea lines the skeleton holds as code at the same place, i.e. matched when the
-    skeleton's code lines are aligned with the solution's (difflib). The shared tool counts a line
-    as given when the same text stands anywhere in the skeleton, so a `T.cuda.cta_sync()` of the
-    barrier init also "gives" the one the student writes after the K loop.
+idea: the code lines a step's solution adds to (or changes from) the previous step's solution
+    (difflib over the two files' code lines; lines that are only re-indented count as added).
+    Docstrings, comments and blank lines are not code. Nothing is excepted: the signature,
+    imports and constants count like any other line.
+given: the idea lines whose text (whitespace ignored) stands anywhere in the skeleton as code.
+    A generic line such as `T.cuda.cta_sync()` therefore counts as given when the skeleton holds
+    it anywhere, e.g. in an earlier step's barrier init.
 leaked: of the solution's code lines the skeleton leaves out, those of at least 20 non-blank
     characters (shorter lines such as `phase = 0` or `if k < K_TILES:` are too generic to be an
     answer) that stand, whitespace ignored, inside the skeleton's comments.
@@ -47,28 +47,22 @@ def _changed(old: list[str], new: list[str], ops: tuple[str, ...], side: str) ->
     return out
 
 
-_GIVEN_BY_RULE = re.compile(r"\s*(def hgemm_v\d+\(|import |from \S+ import |[A-Z][A-Z0-9_]*(, *[A-Z][A-Z0-9_]*)* = )")
-
-
-def idea_lines(previous_solution: Path, solution: Path) -> list[int]:
-    """Indexes (into code_lines(solution)) of the step's idea lines."""
-    old, new = code_lines(previous_solution), code_lines(solution)
-    changed = []
-    for op, _, _, b0, b1 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if op in ("replace", "insert"):
-            changed += [i for i in range(b0, b1) if new[i] and not _GIVEN_BY_RULE.match(new[i])]
-    return changed
+def idea_lines(previous_solution: Path, solution: Path) -> list[str]:
+    """The code lines `solution` adds to or changes from `previous_solution`."""
+    return _changed(code_lines(previous_solution), code_lines(solution), ("replace", "insert"), "new")
 
 
 def given_lines(previous_solution: Path, solution: Path, skeleton: Path) -> tuple[list[str], list[str]]:
-    """(the step's idea lines, those of them the skeleton holds as code at their place)."""
-    solution_code = code_lines(solution)
-    sol_index = [i for i, line in enumerate(solution_code) if line]
-    skel_code = [squeeze(line) for line in code_lines(skeleton) if line]
-    matcher = difflib.SequenceMatcher(None, [squeeze(solution_code[i]) for i in sol_index], skel_code, autojunk=False)
-    matched = {sol_index[a + j] for a, _, size in matcher.get_matching_blocks() for j in range(size)}
+    """(the step's idea lines, those of them the skeleton holds as code anywhere)."""
+    skeleton_code = {squeeze(line) for line in code_lines(skeleton) if line}
     idea = idea_lines(previous_solution, solution)
-    return [solution_code[i] for i in idea], [solution_code[i] for i in idea if i in matched]
+    return idea, [line for line in idea if squeeze(line) in skeleton_code]
+
+
+def student_lines(solution: Path, skeleton: Path) -> list[str]:
+    """The solution's code lines the skeleton does not hold as code: what the student writes."""
+    skeleton_code = {squeeze(line) for line in code_lines(skeleton) if line}
+    return [line for line in code_lines(solution) if line and squeeze(line) not in skeleton_code]
 
 
 def leaked_lines(solution: Path, skeleton: Path) -> tuple[list[str], list[str]]:

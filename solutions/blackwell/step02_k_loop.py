@@ -89,34 +89,30 @@ def hgemm_v2(M, N, K):
         phase_mma: T.int32
         phase_mma = 0
 
+        # >>> TODO 2.1: the K loop: per K tile, load it, then accumulate it
         for k in T.serial(K_TILES):
             k_st = T.meta_var(k * BLK_K)
             # ---- load: every thread copies part of A and B (generic proxy stores) ----
-            # >>> TODO 2.1: load K tile k of A and B into shared memory
             Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
             Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
             # the MMA reads shared memory through the async proxy: fence, then sync
             T.ptx.fence.proxy.async_.shared__cta()
             T.cuda.cta_sync()
             T.ptx.tcgen05.fence__after_thread_sync()
-            # <<< TODO 2.1
 
             # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits ----
-            # >>> TODO 2.2: issue this K tile's MMA, accumulating from the second K tile on
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
                                   accum=(k != 0), dispatch="tcgen05", cta_group=1)
                     T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
                         mma_bar.ptr_to([0]))
-            # <<< TODO 2.2
 
             # ---- every thread waits for this K tile's MMA: TMEM updated, Asmem/Bsmem free ----
-            # >>> TODO 2.3: wait for this K tile's MMA and flip the phase
             T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
             phase_mma = phase_mma ^ 1
             T.ptx.tcgen05.fence__after_thread_sync()
-            # <<< TODO 2.3
+        # <<< TODO 2.1
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)

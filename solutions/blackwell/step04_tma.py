@@ -123,27 +123,23 @@ def hgemm_v4(M, N, K):
         # ---- K loop, run by one elected thread of warp 0 alone: load, wait, MMA, wait ----
         # Only this thread waits on tma_bar and mma_bar: it alone makes their next phases
         # possible, so it cannot miss one (see the protocol table).
+        # >>> TODO 4.4: the K loop in one elected thread: load, wait, MMA, wait
         if warp_id == 0:
             if T.cuda.elect_sync():
                 for k in T.serial(K_TILES):
                     k_st = T.meta_var(k * BLK_K)
                     # arm tma_bar with the byte count, then issue the two TMA loads onto it
-                    # >>> TODO 4.4: arm tma_bar with the byte count and issue the two TMA loads
                     T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]),
                                                                T.uint32(TILE_BYTES))
                     Tx.copy_async(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K],
                                   dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
                     Tx.copy_async(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K],
                                   dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
-                    # <<< TODO 4.4
-                    # >>> TODO 4.5: wait until the tiles have landed
                     T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma)
                     phase_tma = phase_tma ^ 1
                     T.ptx.tcgen05.fence__after_thread_sync()
-                    # <<< TODO 4.5
 
                     # 4 x tcgen05.mma (K = 16 each), then commit onto mma_bar
-                    # >>> TODO 4.6: the MMA of this K tile and the wait for it
                     Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
                                   accum=(k != 0), dispatch="tcgen05", cta_group=1)
                     T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
@@ -152,14 +148,14 @@ def hgemm_v4(M, N, K):
                     # this K tile's MMA is done: TMEM updated, Asmem/Bsmem free for the next load
                     T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
                     phase_mma = phase_mma ^ 1
-                    # <<< TODO 4.6
                 T.ptx.tcgen05.fence__before_thread_sync()
+        # <<< TODO 4.4
 
         # ---- the other threads join here, once: the accumulator in TMEM is complete ----
-        # >>> TODO 4.7: the other threads join once the accumulator is complete
+        # >>> TODO 4.5: the other threads join once the accumulator is complete
         T.cuda.cta_sync()
         T.ptx.tcgen05.fence__after_thread_sync()
-        # <<< TODO 4.7
+        # <<< TODO 4.5
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)
@@ -169,7 +165,7 @@ def hgemm_v4(M, N, K):
         T.ptx.tcgen05.wait__ld.sync.aligned()
         T.ptx.tcgen05.fence__before_thread_sync()
         Tx.cast(Dreg_f16[:], Dreg[:])
-        # >>> TODO 4.8: write D through shared memory with one TMA store
+        # >>> TODO 4.6: write D through shared memory with one TMA store
         Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
         # the TMA store reads Dsmem through the async proxy: fence, then sync
         T.ptx.fence.proxy.async_.shared__cta()
@@ -180,7 +176,7 @@ def hgemm_v4(M, N, K):
                               dispatch="tma_auto")
                 T.ptx.cp.async_.bulk.commit_group()
                 T.ptx.cp.async_.bulk.wait_group(0)
-        # <<< TODO 4.8
+        # <<< TODO 4.6
 
         # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -152,19 +152,17 @@ def hgemm_v5(M, N, K):
                 # <<< TODO 5.7
 
                 # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+                # >>> TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
                 for ring in T.serial(RING):
                     for s in T.unroll(PIPE_DEPTH):
                         k = T.meta_var(ring * PIPE_DEPTH + s)
                         if k < K_TILES:
                             # ---- wait until K tile k has landed in stage s ----
-                            # >>> TODO 5.8: wait for stage s
                             T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
                             phase_tma[s] = phase_tma[s] ^ 1
                             T.ptx.tcgen05.fence__after_thread_sync()
-                            # <<< TODO 5.8
 
                             # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
-                            # >>> TODO 5.9: MMA on stage s, then wait until it has released the stage
                             Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
                                           accum=(k != 0), dispatch="tcgen05", cta_group=1)
                             T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
@@ -173,13 +171,11 @@ def hgemm_v5(M, N, K):
                             # ---- wait for this MMA: TMEM updated, stage s free ----
                             T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
                             phase_mma = phase_mma ^ 1
-                            # <<< TODO 5.9
 
                             # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                            # >>> TODO 5.10: refill stage s with the K tile PIPE_DEPTH ahead
                             if k + PIPE_DEPTH < K_TILES:
                                 tma_load(s, k + PIPE_DEPTH)
-                            # <<< TODO 5.10
+                # <<< TODO 5.8
                 T.ptx.tcgen05.fence__before_thread_sync()
 
         # ---- the other threads join here, once: the accumulator in TMEM is complete ----

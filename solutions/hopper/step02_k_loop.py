@@ -78,26 +78,24 @@ def hgemm_v2(M, N, K):
         encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
 
+        # >>> TODO 2.1: the K loop: per K tile, load it, then accumulate it
         for k in range(K_TILES):
             k_st = T.meta_var(k * BLK_K)
             # ---- load: every thread copies part of this K tile of A and B ----
-            # >>> TODO 2.1: load K tile k of A and B into shared memory
             Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
             Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
             # wgmma reads shared memory through the async proxy: fence, then sync
             T.ptx.fence.proxy.async_.shared__cta()
             T.cuda.cta_sync()
-            # <<< TODO 2.1
 
             # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
-            # >>> TODO 2.2: accumulate this K tile into acc
             T.ptx.wgmma.fence.sync.aligned()
             for kk in T.unroll(BLK_K // MMA_K):
                 wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, k * (BLK_K // MMA_K) + kk != 0)
             T.ptx.wgmma.commit_group.sync.aligned()
             # the wgmmas are done reading Asmem/Bsmem: the next iteration may overwrite them
             T.ptx.wgmma.wait_group.sync.aligned(0)
-            # <<< TODO 2.2
+        # <<< TODO 2.1
 
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
         for h in T.unroll(2):

@@ -140,33 +140,29 @@ def hgemm_v5(M, N, K):
         # <<< TODO 5.8
 
         # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
+        # >>> TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
         for ring in range(RING):
             for s in T.unroll(PIPE_DEPTH):
                 k = T.meta_var(ring * PIPE_DEPTH + s)
                 if k < K_TILES:
                     # every thread waits until K tile k has landed in stage s
-                    # >>> TODO 5.9: wait for stage s
                     T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
                     phase_tma[s] = phase_tma[s] ^ 1
-                    # <<< TODO 5.9
 
                     # ---- MMA on stage s: accumulate, except for the very first K=16 slice ----
-                    # >>> TODO 5.10: the warpgroup multiplies stage s
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
                         wgmma_128x128x16(acc, desc_a[s], desc_b[s], kk, k * (BLK_K // MMA_K) + kk != 0)
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # the wgmmas are done reading stage s: it may be refilled
                     T.ptx.wgmma.wait_group.sync.aligned(0)
-                    # <<< TODO 5.10
 
                     # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                    # >>> TODO 5.11: refill stage s with the K tile PIPE_DEPTH ahead
                     if warp_id == 0:
                         if T.cuda.elect_sync():
                             if k + PIPE_DEPTH < K_TILES:
                                 tma_load(s, k + PIPE_DEPTH)
-                    # <<< TODO 5.11
+        # <<< TODO 5.9
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
         for h in T.unroll(2):

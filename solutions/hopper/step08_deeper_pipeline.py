@@ -69,7 +69,9 @@ def hgemm_v8(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
     K_TILES = K // BLK_K
+    # >>> TODO 8.1: the number of stages
     PIPE_DEPTH = 6  # 6 x 32 KiB of stages + 32 KiB of Dsmem = 224 KiB of the 227 KiB a CTA may use
+    # <<< TODO 8.1
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
 
@@ -139,9 +141,9 @@ def hgemm_v8(M, N, K, sm_count):
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consume = PipelineState(PIPE_DEPTH, 0)
-            # >>> TODO 8.1: a second state, one K tile behind
+            # >>> TODO 8.2: a second state, one K tile behind
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
-            # <<< TODO 8.1
+            # <<< TODO 8.2
             acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
@@ -156,7 +158,7 @@ def hgemm_v8(M, N, K, sm_count):
                         wgmma_128x128x16(acc, desc_a[0] + stage_offset, desc_b[0] + stage_offset, kk,
                                          k * (BLK_K // MMA_K) + kk != 0)
                     T.ptx.wgmma.commit_group.sync.aligned()
-                    # >>> TODO 8.2: keep one wgmma group in flight, release the previous stage
+                    # >>> TODO 8.3: keep one wgmma group in flight, release the previous stage
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
                     if k > 0:
@@ -164,15 +166,15 @@ def hgemm_v8(M, N, K, sm_count):
                             if lane_id == 0:
                                 mma2tma.arrive(release.stage)
                         release.advance()
-                    # <<< TODO 8.2
+                    # <<< TODO 8.3
                     consume.advance()
-                # >>> TODO 8.3: drain: retire the last group, release the last stage
+                # >>> TODO 8.4: drain: retire the last group, release the last stage
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if warp_id == 0:
                     if lane_id == 0:
                         mma2tma.arrive(release.stage)
                 release.advance()
-                # <<< TODO 8.3
+                # <<< TODO 8.4
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem

@@ -91,29 +91,16 @@ def hgemm_v2(M, N, K):
         phase_mma: T.int32
         phase_mma = 0
 
-        for k in T.serial(K_TILES):
-            k_st = T.meta_var(k * BLK_K)
-            # ---- load: every thread copies part of A and B (generic proxy stores) ----
-            # TODO 2.1: load K tile k of A and B into shared memory
-            #   As in step 1, but the columns are this K tile's: k_st .. k_st + BLK_K of A and of B.
-            #   The same three steps make the stores visible to the tensor core (proxy fence, CTA barrier,
-            #   tcgen05 fence after the sync). Overwriting Asmem/Bsmem is safe only because the previous
-            #   K tile's MMA was waited for at the end of the previous iteration.
-            todo("2.1 load K tile k of A and B into shared memory")
-
-            # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits ----
-            # TODO 2.2: issue this K tile's MMA, accumulating from the second K tile on
-            #   One elected thread of warp 0 issues the MMA and commits it onto mma_bar, as in step 1. What
-            #   changes is the accumulate flag: the first K tile must overwrite TMEM (it holds garbage), every
-            #   later one must add to it. The flag can be a runtime expression of k.
-            todo("2.2 issue this K tile's MMA, accumulating from the second K tile on")
-
-            # ---- every thread waits for this K tile's MMA: TMEM updated, Asmem/Bsmem free ----
-            # TODO 2.3: wait for this K tile's MMA and flip the phase
-            #   mma_bar now completes once per K tile, so its phase alternates 0, 1, 0, ...: every thread
-            #   waits for the current phase and flips its bit, every iteration. This wait is also what makes the
-            #   next iteration's copy into Asmem/Bsmem safe. Keep the tcgen05 fence after the wait.
-            todo("2.3 wait for this K tile's MMA and flip the phase")
+        # TODO 2.1: the K loop: per K tile, load it, then accumulate it
+        #   Walk over the K_TILES K tiles, k_st the tile's first column. Per K tile, three parts as in step 1:
+        #   (1) every thread copies the columns k_st .. k_st + BLK_K of A and of B into Asmem/Bsmem, then the three
+        #   steps that make the stores visible to the tensor core (proxy fence, CTA barrier, tcgen05 fence after
+        #   the sync); (2) one elected thread of warp 0 issues the MMA and commits it onto mma_bar, with the
+        #   accumulate flag off for the first K tile only (TMEM holds garbage before it; the flag can be a runtime
+        #   expression of k); (3) every thread waits on mma_bar for phase_mma and flips the bit, every iteration,
+        #   then the tcgen05 fence after the wait. mma_bar now completes once per K tile, so its phase alternates
+        #   0, 1, 0, ...; the wait is also what makes the next iteration's copy into Asmem/Bsmem safe.
+        todo("2.1 the K loop: per K tile, load it, then accumulate it")
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)

@@ -121,38 +121,24 @@ def hgemm_v4(M, N, K):
         # ---- K loop, run by one elected thread of warp 0 alone: load, wait, MMA, wait ----
         # Only this thread waits on tma_bar and mma_bar: it alone makes their next phases
         # possible, so it cannot miss one (see the protocol table).
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                for k in T.serial(K_TILES):
-                    k_st = T.meta_var(k * BLK_K)
-                    # arm tma_bar with the byte count, then issue the two TMA loads onto it
-                    # TODO 4.4: arm tma_bar with the byte count and issue the two TMA loads
-                    #   You are the one elected thread. Arrive once on tma_bar announcing TILE_BYTES (arrive.expect_tx),
-                    #   then hand the A tile and the B tile of K tile k to the TMA unit (Tx.copy_async from global into
-                    #   Asmem/Bsmem, naming tma_bar as the barrier to count bytes on). Trap: without dispatch="tma_auto"
-                    #   the copy silently becomes cp.async and never arrives on the barrier: the wait below hangs.
-                    todo("4.4 arm tma_bar with the byte count and issue the two TMA loads")
-                    # TODO 4.5: wait until the tiles have landed
-                    #   Still the elected thread: wait on tma_bar for phase_tma, flip it, and fence tcgen05 after the
-                    #   wait (the MMA comes next). No proxy fence or CTA barrier here: the TMA wrote through the async
-                    #   proxy itself, and the other threads do not wait inside this loop.
-                    todo("4.5 wait until the tiles have landed")
-
-                    # 4 x tcgen05.mma (K = 16 each), then commit onto mma_bar
-                    # TODO 4.6: the MMA of this K tile and the wait for it
-                    #   Your step-3 MMA and commit onto mma_bar (you already are the elected thread: no warp test
-                    #   here), then wait on mma_bar yourself and flip phase_mma: that wait frees Asmem/Bsmem for the next
-                    #   TMA. Only this thread waits in the loop: the others arrive on nothing, so it could complete two
-                    #   phases before a slow warp looks, and a parity wait cannot tell phase n from n + 2 (hang).
-                    todo("4.6 the MMA of this K tile and the wait for it")
-                T.ptx.tcgen05.fence__before_thread_sync()
+        # TODO 4.4: the K loop in one elected thread: load, wait, MMA, wait
+        #   One elected thread of warp 0 runs the whole K loop; the other threads skip it. Per K tile: arm
+        #   tma_bar with TILE_BYTES and hand the A and B tiles of K tile k to the TMA unit on tma_bar (trap:
+        #   without the TMA dispatch the copy silently becomes cp.async and never arrives: the wait hangs);
+        #   wait on tma_bar for phase_tma and flip it, tcgen05 fence after the wait; your step-3 MMA and
+        #   commit onto mma_bar (no warp test inside: you already are the elected thread); wait on mma_bar
+        #   for phase_mma and flip it, which frees Asmem/Bsmem for the next TMA. No proxy fence or CTA
+        #   barrier inside the loop: the TMA writes through the async proxy itself. Only this thread may
+        #   wait in the loop: a parity wait cannot tell phase n from n + 2, so a slow waiting warp would
+        #   hang. After the loop, a tcgen05 fence::before_thread_sync ahead of the CTA barrier below.
+        todo("4.4 the K loop in one elected thread: load, wait, MMA, wait")
 
         # ---- the other threads join here, once: the accumulator in TMEM is complete ----
-        # TODO 4.7: the other threads join once the accumulator is complete
+        # TODO 4.5: the other threads join once the accumulator is complete
         #   Warps 1-3 (and the other lanes of warp 0) skipped the loop. They meet the elected thread at
         #   a CTA barrier, which it reaches only after its last mma_bar wait (and after its tcgen05
         #   fence::before_thread_sync above); then a tcgen05 fence::after_thread_sync before they read TMEM.
-        todo("4.7 the other threads join once the accumulator is complete")
+        todo("4.5 the other threads join once the accumulator is complete")
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
         Dreg = T.alloc_local((BLK_N,), acc_type)
@@ -162,12 +148,12 @@ def hgemm_v4(M, N, K):
         T.ptx.tcgen05.wait__ld.sync.aligned()
         T.ptx.tcgen05.fence__before_thread_sync()
         Tx.cast(Dreg_f16[:], Dreg[:])
-        # TODO 4.8: write D through shared memory with one TMA store
+        # TODO 4.6: write D through shared memory with one TMA store
         #   Each thread puts its fp16 row into the swizzled Dsmem tile (row = its index in the warpgroup).
         #   The TMA store reads Dsmem through the async proxy: proxy fence by every writer, then a CTA barrier.
         #   Then ONE elected thread of warp 0 stores Dsmem to D's tile (Tx.copy_async, tma_auto), commits the
         #   bulk group and waits for it: the CTA's shared memory must outlive the store.
-        todo("4.8 write D through shared memory with one TMA store")
+        todo("4.6 write D through shared memory with one TMA store")
 
         # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -151,26 +151,15 @@ def hgemm_v5(M, N, K):
                 todo("5.7 prologue: fill the stages before the first MMA")
 
                 # the stage loop is unrolled so that `s` (stage and phase index) is a constant
-                for ring in T.serial(RING):
-                    for s in T.unroll(PIPE_DEPTH):
-                        k = T.meta_var(ring * PIPE_DEPTH + s)
-                        if k < K_TILES:
-                            # ---- wait until K tile k has landed in stage s ----
-                            # TODO 5.8: wait for stage s
-                            #   Wait on stage s's barrier with stage s's phase bit, flip that bit, then the tcgen05 fence before the MMA.
-                            todo("5.8 wait for stage s")
-
-                            # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
-                            # TODO 5.9: MMA on stage s, then wait until it has released the stage
-                            #   Step 4's MMA, commit and mma_bar wait, reading stage s. After the wait the MMA has finished
-                            #   reading stage s, so it may be refilled. Still only this thread waits inside the loop.
-                            todo("5.9 MMA on stage s, then wait until it has released the stage")
-
-                            # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                            # TODO 5.10: refill stage s with the K tile PIPE_DEPTH ahead
-                            #   Stage s is free again: if K tile k + PIPE_DEPTH exists, load it into stage s now, so it is in
-                            #   flight while the next stage's MMA runs. No load past the last K tile: its bytes would never be waited for.
-                            todo("5.10 refill stage s with the K tile PIPE_DEPTH ahead")
+                # TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
+                #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k % PIPE_DEPTH;
+                #   unroll the stage loop so s is a compile-time constant, and skip the K tiles past the last one
+                #   (the last trip may be partial). For K tile k: wait on stage s's barrier with stage s's own phase bit
+                #   and flip that bit, tcgen05 fence before the MMA; step 4's MMA (reading stage s), commit and mma_bar
+                #   wait, after which the MMA has finished reading stage s; then, if K tile k + PIPE_DEPTH exists, load it
+                #   into stage s now, so it is in flight while the next stage's MMA runs. No load past the last K tile:
+                #   its bytes would never be waited for. Still only this thread waits inside the loop.
+                todo("5.8 the stage ring: wait for stage s, MMA on it, refill it")
                 T.ptx.tcgen05.fence__before_thread_sync()
 
         # ---- the other threads join here, once: the accumulator in TMEM is complete ----

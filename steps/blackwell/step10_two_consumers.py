@@ -120,9 +120,12 @@ def hgemm_v10(M, N, K, sm_count):
         #   consumer j. Their counts stay those of step 9.
         todo("10.1 one accumulator hand-over pair per consumer")
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
-        Asmem = pool.alloc((PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K), a_type, layout=A_layout)
-        Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
-        Dsmem = pool.alloc((NUM_CONSUMER, BLK_M, EPI_N), d_type, layout=D_layout)
+        # TODO 10.2: the tiles in shared memory: one A tile and one Dsmem tile per consumer
+        #   Each stage now holds two A tiles, one 128x64 tile per consumer (consumer j multiplies the j-th block
+        #   of 128 rows), and one B tile that both consumers read; the writeback chunk Dsmem gets one slot per
+        #   consumer, so the two writeback warpgroups never share a buffer. The layouts above already have those
+        #   shapes: allocate in the order A, B, D, each with its layout.
+        todo("10.2 the tiles in shared memory: one A tile and one Dsmem tile per consumer")
         pool.commit()
 
         # ---- TMEM: warp 0 of each CTA allocates all 512 columns; consumer j's accumulator is [256 j, 256 j + 256) ----
@@ -131,10 +134,10 @@ def hgemm_v10(M, N, K, sm_count):
 
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
         tma2mma.init(1)
-        # TODO 10.2: stage s is free when both consumers' MMAs are done
+        # TODO 10.3: stage s is free when both consumers' MMAs are done
         #   Both MMA threads commit onto mma2tma[s]: its count is NUM_CONSUMER. Trap: with 1 the
         #   first commit frees the stage and the producer overwrites A and B under the other MMA.
-        todo("10.2 stage s is free when both consumers' MMAs are done")
+        todo("10.3 stage s is free when both consumers' MMAs are done")
         mma2ld.init(1)
         ld2mma.init(WB_THREADS * CTA_GROUP)
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -145,36 +148,36 @@ def hgemm_v10(M, N, K, sm_count):
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
-        # TODO 10.3: the scheduler walks 512x256 cluster tiles
+        # TODO 10.4: the scheduler walks 512x256 cluster tiles
         #   num_m_tiles = M // (MMA_M x NUM_CONSUMER). Consumer 0's A rows in this CTA start at (4
         #   m_idx + cbx) x 128 (m_st); consumer j's at m_st + j x CTA_GROUP x BLK_M, so each
         #   consumer's 256 rows of the pair are contiguous. n_st and d_n_st as in step 9.
-        todo("10.3 the scheduler walks 512x256 cluster tiles")
+        todo("10.4 the scheduler walks 512x256 cluster tiles")
 
         # ---- TMA producer: warpgroup 2, warp 3, one thread, in each CTA ----
-        # TODO 10.4: the producer moves to warpgroup 2 and loads one A tile per consumer
+        # TODO 10.5: the producer moves to warpgroup 2 and loads one A tile per consumer
         #   The producer is warp 3 of warpgroup NUM_CONSUMER. Per K tile it loads A rows m_st + j x
         #   256 into Asmem[s, j] for each consumer j, and B as before, all cta_group=2 onto CTA 0's
         #   barrier; CTA 0 arms it with TILE_BYTES_ALL x CTA_GROUP. Trap: the armed bytes must equal
         #   what lands, in both CTAs together.
-        todo("10.4 the producer moves to warpgroup 2 and loads one A tile per consumer")
+        todo("10.5 the producer moves to warpgroup 2 and loads one A tile per consumer")
 
         # ---- MMA issuers: warpgroup 2, warps j = 0 and 1, one thread each, in CTA 0 only ----
-        # TODO 10.5: two MMA issuers, one accumulator each
+        # TODO 10.6: two MMA issuers, one accumulator each
         #   Warps 0 and 1 of warpgroup NUM_CONSUMER in CTA 0, one elected thread each (consumer j =
         #   warp id), both run step 9's loop over all stages with their own PipelineStates: wait
         #   ld2mma[j], MMA Asmem[s, j] x Bsmem[s] into TMEM columns [j x MMA_N, (j + 1) x MMA_N),
         #   commit onto mma2tma[s] (both do: count 2), and onto mma2ld[j] after the last K tile.
-        todo("10.5 two MMA issuers, one accumulator each")
+        todo("10.6 two MMA issuers, one accumulator each")
 
         # ---- writeback j: warpgroup j = 0, 1, 128 threads, thread t owns row t ----
-        # TODO 10.6: two writeback warpgroups, each with its own accumulator, Dsmem and barrier id
+        # TODO 10.7: two writeback warpgroups, each with its own accumulator, Dsmem and barrier id
         #   Warpgroup j = wg_id (0 or 1): step 9's writeback on mma2ld[j] and ld2mma[j], reading
         #   TMEM columns from j x MMA_N, staging in Dsmem[j], storing D rows m_st + j x CTA_GROUP x
         #   BLK_M, and syncing on its own named barrier WB_BARRIER + j. Trap: both warpgroups on one
         #   named-barrier id make a 256-thread rendezvous of a barrier counted for 128: mixed hand-
         #   offs or a hang.
-        todo("10.6 two writeback warpgroups, each with its own accumulator, Dsmem and barrier id")
+        todo("10.7 two writeback warpgroups, each with its own accumulator, Dsmem and barrier id")
 
         # ---- teardown: both CTAs are done; warp 0 of each CTA frees the pair's TMEM ----
         T.cuda.cluster_sync()

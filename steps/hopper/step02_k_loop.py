@@ -80,20 +80,14 @@ def hgemm_v2(M, N, K):
         encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
 
-        for k in range(K_TILES):
-            k_st = T.meta_var(k * BLK_K)
-            # ---- load: every thread copies part of this K tile of A and B ----
-            # TODO 2.1: load K tile k of A and B into shared memory
-            #   As in step 1, but the columns of this K tile: k_st .. k_st + BLK_K. Then the proxy fence and
-            #   the CTA barrier. Overwriting the tiles is safe because last iteration's wgmmas were waited for.
-            todo("2.1 load K tile k of A and B into shared memory")
-
-            # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
-            # TODO 2.2: accumulate this K tile into acc
-            #   Step 1's wgmma sequence, but the scale-d flag is 0 only for the very first K=16 slice of the
-            #   whole K loop (k = 0 and kk = 0); every other slice accumulates. Wait for the group before the next
-            #   iteration overwrites Asmem/Bsmem.
-            todo("2.2 accumulate this K tile into acc")
+        # TODO 2.1: the K loop: per K tile, load it, then accumulate it
+        #   Walk over the K_TILES K tiles of this CTA's rows and columns, k_st the tile's first column. Per K tile:
+        #   as in step 1, every thread copies the 128x64 slices of A and B for columns k_st .. k_st + BLK_K into
+        #   Asmem/Bsmem, then the proxy fence and the CTA barrier; then step 1's wgmma sequence, except that the
+        #   scale-d flag is 0 only for the very first K=16 slice of the whole K loop (k = 0 and kk = 0) and every
+        #   other slice accumulates. Wait for the wgmma group before the next iteration overwrites Asmem/Bsmem:
+        #   that wait is what makes reusing the one pair of tiles safe.
+        todo("2.1 the K loop: per K tile, load it, then accumulate it")
 
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
         for h in T.unroll(2):

@@ -130,26 +130,16 @@ def hgemm_v5(M, N, K):
         todo("5.8 prologue: fill the stages before the first MMA")
 
         # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
-        for ring in range(RING):
-            for s in T.unroll(PIPE_DEPTH):
-                k = T.meta_var(ring * PIPE_DEPTH + s)
-                if k < K_TILES:
-                    # every thread waits until K tile k has landed in stage s
-                    # TODO 5.9: wait for stage s
-                    #   Every thread waits on stage s's barrier with stage s's phase bit, then flips that bit.
-                    todo("5.9 wait for stage s")
-
-                    # ---- MMA on stage s: accumulate, except for the very first K=16 slice ----
-                    # TODO 5.10: the warpgroup multiplies stage s
-                    #   Step 4's wgmma sequence with the descriptors of stage s. The wait_group(0) is what tells you the
-                    #   wgmmas have finished reading stage s.
-                    todo("5.10 the warpgroup multiplies stage s")
-
-                    # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                    # TODO 5.11: refill stage s with the K tile PIPE_DEPTH ahead
-                    #   Stage s is free: one elected thread loads K tile k + PIPE_DEPTH into it, if that K tile exists
-                    #   (a load past the end would never be waited for).
-                    todo("5.11 refill stage s with the K tile PIPE_DEPTH ahead")
+        # TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
+        #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k % PIPE_DEPTH;
+        #   unroll the stage loop so s is a compile-time constant, and skip the K tiles past the last one (the last
+        #   trip may be partial). For K tile k, every thread: waits on stage s's barrier with stage s's own phase
+        #   bit and flips that bit; the warpgroup runs step 4's wgmma sequence on stage s's descriptors (only the
+        #   very first K=16 slice of the whole K loop starts the sum) and waits until the wgmmas are done reading
+        #   stage s. Then one elected thread of warp 0 refills stage s with K tile k + PIPE_DEPTH if that K tile
+        #   exists, so it is in flight while the next stage is multiplied. No load past the last K tile: its bytes
+        #   would never be waited for.
+        todo("5.9 the stage ring: wait for stage s, multiply it, refill it")
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
         for h in T.unroll(2):

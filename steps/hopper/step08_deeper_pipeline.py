@@ -71,7 +71,11 @@ def hgemm_v8(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
     K_TILES = K // BLK_K
-    PIPE_DEPTH = 6  # 6 x 32 KiB of stages + 32 KiB of Dsmem = 224 KiB of the 227 KiB a CTA may use
+    # TODO 8.1: the number of stages
+    #   One stage of A and B is 32 KiB, Dsmem 32 KiB, and a CTA may use 227 KiB of shared memory (the
+    #   barriers take a few bytes more). Step 7's two stages let the producer be one K tile ahead; take
+    #   as many as fit. Nothing else in the rings changes: every PipelineState wraps at PIPE_DEPTH.
+    todo("8.1 the number of stages")
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
 
@@ -141,11 +145,11 @@ def hgemm_v8(M, N, K, sm_count):
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consume = PipelineState(PIPE_DEPTH, 0)
-            # TODO 8.1: a second state, one K tile behind
-            #   The consumer will release each stage one K tile after it multiplied it (TODO 8.2), so it tracks
+            # TODO 8.2: a second state, one K tile behind
+            #   The consumer will release each stage one K tile after it multiplied it (TODO 8.3), so it tracks
             #   a second ring position, `release`, that trails `consume` by one K tile. It never waits, so only
             #   its stage matters; it starts where `consume` starts and advances once per release.
-            todo("8.1 a second state, one K tile behind")
+            todo("8.2 a second state, one K tile behind")
             acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
@@ -160,21 +164,21 @@ def hgemm_v8(M, N, K, sm_count):
                         wgmma_128x128x16(acc, desc_a[0] + stage_offset, desc_b[0] + stage_offset, kk,
                                          k * (BLK_K // MMA_K) + kk != 0)
                     T.ptx.wgmma.commit_group.sync.aligned()
-                    # TODO 8.2: keep one wgmma group in flight, release the previous stage
+                    # TODO 8.3: keep one wgmma group in flight, release the previous stage
                     #   Instead of step 7's wait for every group, let the group just committed keep running while the
                     #   next K tile is waited for: wait until at most one group is pending (wgmma wait_group). What is now
                     #   known to be done is the PREVIOUS K tile's group, so the stage to hand back is `release`'s, not
                     #   `consume`'s; at the first K tile of a tile there is no previous one. One arrival, as in step 7.
                     #   Trap: releasing `consume`'s stage here lets the producer refill operands the group in flight
                     #   still reads: wrong results, no hang.
-                    todo("8.2 keep one wgmma group in flight, release the previous stage")
+                    todo("8.3 keep one wgmma group in flight, release the previous stage")
                     consume.advance()
-                # TODO 8.3: drain: retire the last group, release the last stage
+                # TODO 8.4: drain: retire the last group, release the last stage
                 #   After the K loop one group is still in flight and the last K tile's stage has not been released:
                 #   wait for every group (the accumulator must be final before the epilogue), then release that
                 #   stage and advance `release`. Trap: without it a tile releases one stage fewer than the producer
                 #   filled; the rings drift apart and the producer waits for a phase that never comes.
-                todo("8.3 drain: retire the last group, release the last stage")
+                todo("8.4 drain: retire the last group, release the last stage")
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
