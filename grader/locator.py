@@ -95,7 +95,9 @@ __device__ __forceinline__ unsigned int tirx_locator_try(unsigned int bar, int p
   return done;
 }
 
-__device__ __noinline__ void tirx_locator_give_up(unsigned int bar, int phase, int line, unsigned long long start) {
+// Inlined: a called function is compiled for the kernel's full register count, and a warpgroup that
+// lowered its count with setmaxnreg (the producer of steps 7-10) faults calling it (illegal instruction).
+__device__ __forceinline__ void tirx_locator_give_up(unsigned int bar, int phase, int line, unsigned long long start) {
   unsigned int parity_zero_done, cluster_rank, pending;
   unsigned long long word;
   asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"

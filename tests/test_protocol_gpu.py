@@ -51,7 +51,7 @@ def test_the_cpu_verdict_agrees_with_the_gpu(tmp_path, name):
     assert not verdict.ok, f"the checker found nothing in {name}"
     kinds = {finding.kind for finding, _ in verdict.findings}
     hang_barriers = {label for finding, _ in verdict.findings if finding.kind in ("deadlock", "lapping")
-                     for line in finding.lines for label in re.findall(r"waits? on (\w+\[\d+\])", line)}
+                     for line in finding.lines for label in re.findall(r"wait(?:s|ed)? on (\w+\[\d+\])", line)}
 
     graded = grade_step(_config(tree, timeout_s=GRADER_TIMEOUT_S, shapes=(shape,)), spec)
     report = "\n".join(graded.problems)
@@ -60,6 +60,8 @@ def test_the_cpu_verdict_agrees_with_the_gpu(tmp_path, name):
     gpu = f"hang at {', '.join(sorted(located)) or '?'}" if hung else (
         "wrong result" if graded.correctness == "failed" else "correct")
     print(f"\n| {name} | {', '.join(sorted(kinds))} at {sorted(hang_barriers)} | {gpu} |")
+    if hung and not located:
+        print(report)
 
     assert graded.correctness == "failed", f"the GPU ran {name} correctly; the checker said: {verdict.lines()}"
     if hung:
