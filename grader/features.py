@@ -6,8 +6,6 @@ that skips the step's technique fails here even when its numbers are right.
 
 from __future__ import annotations
 
-import ast
-import operator
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -117,75 +115,21 @@ CHECKS: dict[str, dict[int, list[Check]]] = {
 
 # ---- Blackwell steps 7-10: warp roles, deeper pipeline, CTA pair, two consumers ----
 # Which warps issue an operation is read off the generated CUDA: the `if` conditions around each
-# call, evaluated for every warp of the CTA. Conditions that do not depend on the warp index
-# (elect_sync, the cluster rank, loop bounds) count as true: they narrow lanes or CTAs, not warps.
+# call, evaluated for every thread of the CTA (grader/protocol_lint.py). Conditions that do not
+# depend on the thread (the cluster rank, loop bounds) count as true: they narrow CTAs, not warps.
 
 _TMA_LOAD_CALL = re.compile(r"cp_async_bulk_tensor_g2s|cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global")
 _MMA_CALL = re.compile(r"tcgen05_mma|tcgen05\.mma")
 _TMEM_LOAD_CALL = re.compile(r"tcgen05_ld_|tcgen05\.ld\.")
 
 
-def _kernel_body(source: str) -> list[str]:
-    lines = source.splitlines()
-    start = next((i for i, line in enumerate(lines) if "__global__" in line and line.rstrip().endswith("{")), None)
-    return [] if start is None else lines[start + 1 :]
-
-
-_C_OPERATORS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod, ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.RShift: operator.rshift,
-    ast.LShift: lambda a, b: a << min(b, 64), ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
-    ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-}
-
-
-def _evaluate(node: ast.AST) -> int:
-    """Integer arithmetic and comparisons only; anything else raises ValueError."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _C_OPERATORS:
-        return _C_OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return int(not _evaluate(node.operand))
-    if isinstance(node, ast.BoolOp):
-        values = [_evaluate(value) for value in node.values]
-        return int(all(values) if isinstance(node.op, ast.And) else any(values))
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _C_OPERATORS:
-        return int(_C_OPERATORS[type(node.ops[0])](_evaluate(node.left), _evaluate(node.comparators[0])))
-    raise ValueError("not warp-index arithmetic")
-
-
-def _holds_for_warp(condition: str, warp: int) -> bool:
-    """A C condition on warp_id_in_cta, for one warp; a condition on anything else counts as true."""
-    if "warp_id_in_cta" not in condition:
-        return True
-    expression = re.sub(r"\(\s*(?:int|uint|bool)\s*\)", "", condition).replace("warp_id_in_cta", str(warp))
-    expression = expression.replace("&&", " and ").replace("||", " or ").replace("/", "//")
-    expression = re.sub(r"!(?!=)", " not ", expression)
-    try:
-        return bool(_evaluate(ast.parse(expression.strip(), mode="eval").body))
-    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
-        return True
-
-
 def _issuing_warps(art: Artifacts, call: re.Pattern) -> set[int]:
     """The warps of the CTA that can reach a line matching `call` inside the kernel body."""
-    warps = range(max(art.threads_per_cta // 32, 1))
-    issuing: set[int] = set()
-    stack: list[str | None] = []  # the condition each open brace was entered under
-    for line in _kernel_body(art.cuda_source):
-        if call.search(line):
-            issuing.update(w for w in warps if all(_holds_for_warp(c, w) for c in stack if c))
-        text = line.strip()
-        for index, char in enumerate(text):
-            if char == "}":
-                closed = stack.pop() if stack else None
-                if text[index:].startswith("} else {"):
-                    stack.append(f"!({closed})" if closed else None)
-            elif char == "{" and not text[:index].rstrip().endswith("else"):
-                found = re.match(r"(?:\}\s*else\s+)?if \((.*)\)\s*$", text[:index].strip())
-                stack.append(found.group(1) if found else None)
-    return issuing
+    return {
+        warp
+        for statement in lint.statements(art.cuda_source) if call.search(statement.text)
+        for warp, _ in lint.threads_running(statement, art.threads_per_cta)
+    }
 
 
 def _separate_roles(art: Artifacts, _: Launch) -> bool:
