@@ -259,10 +259,13 @@ def _loop_body(body: list[Statement], loop: Loop) -> list[Statement]:
 # ---- the rules: each takes the artifacts and the number of K tiles, returns True when it holds ----
 
 def every_operand_by_tma(art: Artifacts, k_tiles: int) -> bool:
-    """A and B come in by TMA only: no operand is passed as a plain pointer (each has a tensor map),
-    no cp.async or ld.global copy is left, and each K tile gets at least one TMA per operand."""
+    """A and B come in by TMA only: each has a tensor map (the kernel's first two parameters, A and B,
+    are CUtensorMaps, not pointers), no cp.async or ld.global copy is left, and each K tile gets at
+    least one TMA per operand."""
     signature = next((line for line in art.cuda_source.splitlines() if "__global__" in line), "")
-    if re.search(r"half\*\s*__restrict__", signature):
+    found = re.search(r"\(([^()]*)\)[^()]*$", signature)  # the last parentheses: the parameter list
+    parameters = found.group(1).split(",") if found else []
+    if len(parameters) < 2 or not all("CUtensorMap" in parameter for parameter in parameters[:2]):
         return False
     body = statements(art.cuda_source)
     if any(SLOW_LOAD.search(s.text) for s in body):
@@ -278,19 +281,20 @@ def mma_over_all_k_tiles(art: Artifacts, k_tiles: int) -> bool:
 
 
 def accumulate_after_first_k_tile(art: Artifacts, k_tiles: int) -> bool:
-    """Each MMA's accumulate flag (its last argument) is false at most once per output tile, and some
-    MMA clears the accumulator: false on the first K tile, true on every later one."""
-    cleared, countable = 0, True
+    """Each MMA's accumulate flag (its last argument) is false at most once per output tile: on the
+    first K tile, true on every later one. On Blackwell some MMA must also clear the accumulator
+    (TMEM holds the previous tile's sums); a Hopper kernel may zero its accumulator registers instead."""
+    cleared, must_clear = 0, bool(_calls(art, TCGEN05_MMA))
     for mma in _calls(art, MMA):
         if runs_per_tile(mma) is None:
-            countable = False
+            must_clear = False  # not known how often it runs: do not ask for a clearing MMA
             continue
         flag = _arguments(mma.text)[-1]
         falses = sum(1 for names in iterations(mma) if not _holds(flag, names))
         if falses > 1:
             return False
         cleared += falses
-    return cleared > 0 or not countable
+    return cleared > 0 or not must_clear
 
 
 def _ordered_before(body: list[Statement], target: Statement, wanted: re.Pattern, stop: re.Pattern) -> bool:
