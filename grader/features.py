@@ -290,6 +290,11 @@ CTA_WIDE_COPIES = _protocol(
     "copy a tile with Tx.cta.copy (the CTA's threads split it); a bare Tx.copy makes every thread copy the "
     "whole tile: right, but 128x the traffic",
 )
+WGMMA_BY_WARPGROUPS = _protocol(
+    "wgmma issued by whole warpgroups", lint.whole_warpgroups(lint.WGMMA),
+    "issue wgmma from all 128 threads of a warpgroup (no warp test or elect_sync around it): "
+    "unlike tcgen05.mma it is a warpgroup-wide instruction",
+)
 _ELECTED = "guard it with both `if warp_id == 0:` and `if T.cuda.elect_sync():` (elect_sync alone runs it once per warp, the warp test alone on 32 lanes)"
 ONE_TMA_ISSUER = _protocol("one thread issues the TMA loads", lint.one_thread(lint.TMA_LOAD), _ELECTED)
 ONE_EXPECT_TX = _protocol(
@@ -319,6 +324,8 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
         checks += [TMA_EVERY_OPERAND, STORE_FENCE, ONE_TMA_ISSUER, ONE_EXPECT_TX, ONE_TMA_STORER]
     if track == "blackwell":
         checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step == 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
+    else:
+        checks.append(WGMMA_BY_WARPGROUPS)
     return checks
 
 

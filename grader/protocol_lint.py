@@ -377,6 +377,20 @@ def one_thread(call: re.Pattern, per_warpgroup: int = 1) -> Callable[[Artifacts,
     return holds
 
 
+def whole_warpgroups(call: re.Pattern) -> Callable[[Artifacts, int], bool]:
+    """A warpgroup-wide instruction (wgmma is .sync.aligned over 128 threads) is reached by every thread
+    of each warpgroup that reaches it; under elect_sync or a single-warp test it is undefined or hangs."""
+
+    def holds(art: Artifacts, k_tiles: int) -> bool:
+        for site in _calls(art, call):
+            threads = threads_running(site, art.threads_per_cta)
+            if len(threads) != 128 * len({warp // 4 for warp, _ in threads}):
+                return False
+        return True
+
+    return holds
+
+
 def cta_wide_copies(art: Artifacts, k_tiles: int) -> bool:
     """A loop of shared-memory stores run by every thread writes each byte once: its trip count times
     the threads times the vector width fits in the kernel's shared tiles. A thread-scope copy of a
