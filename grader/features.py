@@ -295,7 +295,10 @@ WGMMA_BY_WARPGROUPS = _protocol(
     "issue wgmma from all 128 threads of a warpgroup (no warp test or elect_sync around it): "
     "unlike tcgen05.mma it is a warpgroup-wide instruction",
 )
-_ELECTED = "guard it with both `if warp_id == 0:` and `if T.cuda.elect_sync():` (elect_sync alone runs it once per warp, the warp test alone on 32 lanes)"
+_ELECTED = ("guard it with both `if warp_id == 0:` and `if T.cuda.elect_sync():` (elect_sync alone runs it once "
+            "per warp, the warp test alone on all 32 lanes)")
+_ELECTED_PER_MMA_WARP = ("guard it with the MMA warps' test (`if warp_id < NUM_CONSUMER:`) and `if T.cuda.elect_sync():` "
+                         "(elect_sync alone runs it once per warp, the warp test alone on all 32 lanes)")
 ONE_TMA_ISSUER = _protocol("one thread issues the TMA loads", lint.one_thread(lint.TMA_LOAD), _ELECTED)
 ONE_EXPECT_TX = _protocol(
     "one thread arms the TMA barrier (expect_tx)", lint.one_thread(lint.EXPECT_TX),
@@ -308,10 +311,12 @@ ONE_COMMITTER = _protocol(
     f"commit from the thread that issued the MMA; {_ELECTED}",
 )
 TWO_MMA_ISSUERS_ELECTED = _protocol(
-    "one thread per MMA warp issues the tcgen05 MMA", lint.one_thread(lint.TCGEN05_MMA, per_warpgroup=2), _ELECTED
+    "one thread per MMA warp issues the tcgen05 MMA", lint.one_thread(lint.TCGEN05_MMA, per_warpgroup=2),
+    _ELECTED_PER_MMA_WARP,
 )
 TWO_COMMITTERS_ELECTED = _protocol(
-    "one thread per MMA warp commits the MMA", lint.one_thread(lint.TCGEN05_COMMIT, per_warpgroup=2), _ELECTED
+    "one thread per MMA warp commits the MMA", lint.one_thread(lint.TCGEN05_COMMIT, per_warpgroup=2),
+    _ELECTED_PER_MMA_WARP,
 )
 
 
