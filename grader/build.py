@@ -66,11 +66,26 @@ def kernel_factory(impl_dir: Path, track: str, spec: StepSpec) -> Callable[..., 
     try:
         module_spec.loader.exec_module(module)
     except Exception as err:  # a student's file can fail to import in any way
-        raise BuildFailed(f"importing {path.name} failed: {type(err).__name__}: {err}") from err
+        hint = keyword_hint(err.text or "") if isinstance(err, SyntaxError) else None
+        raise BuildFailed(f"importing {path.name} failed: {type(err).__name__}: {err}"
+                          + (f"\n{hint}" if hint else "")) from err
     factory = getattr(module, spec.function_name, None)
     if factory is None:
         raise BuildFailed(f"{path.name} defines no function {spec.function_name}")
     return factory
+
+
+def keyword_hint(line: str) -> str | None:
+    """A PTX name that is a Python keyword (`.async.`, `.global.`) cannot be written as an attribute:
+    TIRx spells it with a trailing underscore. The line of a SyntaxError, read for such a name."""
+    import keyword
+
+    found = next((word for word in re.findall(r"\.\s*([A-Za-z_]\w*)\s*(?=[.(\[])", line)
+                  if keyword.iskeyword(word)), None)
+    if found is None:
+        return None
+    return (f"`{found}` is a Python keyword: TIRx spells it `{found}_` (e.g. T.ptx.fence.proxy.async_.shared__cta(), "
+            "T.ptx.cp.async_.bulk.commit_group()); every PTX name that is a keyword gets a trailing `_`")
 
 
 def make_prim_func(factory: Callable[..., Any], spec: StepSpec, shape: Shape, sm_count: int):

@@ -35,9 +35,8 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parse(argv)
-        config, steps = _resolve(args)
-        json_path = writable_report_path(
-            args.json or REPO_ROOT / "reports" / f"grade-{config.impl}-{config.track}-{config.arch}.json")
+        runs = _resolve(args)
+        json_paths = [_report_path(args.json, config, len(runs) > 1) for config, _ in runs]
     except UsageError as err:
         print(f"grader: {err}", file=sys.stderr)
         return 2
@@ -45,19 +44,32 @@ def main(argv: list[str] | None = None) -> int:
     build.TOOLCHAIN = sandbox.Toolchain.resolve()
     sandbox.become_subreaper()
     watch = sandbox.Watch(build.TOOLCHAIN)
-    results = []
-    try:
-        for spec in steps:
-            print(f"grading step {spec.number} ...", file=sys.stderr, flush=True)
-            results.append(grade_step(config, spec, watch))
-    except sandbox.Tampered as err:
-        results.append(tampered_result(config, steps[len(results)], str(err)))
-    finally:
-        sandbox.sweep()
-    report.print_report(config, results)
-    report.write_json(config, results, json_path)
-    print(f"report written to {json_path}")
-    return 0 if all(result.passed for result in results) and len(results) == len(steps) else 1
+    status = 0
+    for (config, steps), json_path in zip(runs, json_paths):
+        results = []
+        try:
+            for spec in steps:
+                print(f"grading {config.track} step {spec.number} ...", file=sys.stderr, flush=True)
+                results.append(grade_step(config, spec, watch))
+        except sandbox.Tampered as err:
+            results.append(tampered_result(config, steps[len(results)], str(err)))
+        finally:
+            sandbox.sweep()
+        report.print_report(config, results)
+        report.write_json(config, results, json_path)
+        print(f"report written to {json_path}")
+        if not all(result.passed for result in results) or len(results) != len(steps):
+            status = 1
+    return status
+
+
+def _report_path(given: str | None, config: Config, several: bool) -> Path:
+    """The JSON report's path; when two tracks are graded in one run, each gets its own file."""
+    default = REPO_ROOT / "reports" / f"grade-{config.impl}-{config.track}-{config.arch}.json"
+    if given is None:
+        return writable_report_path(default)
+    path = Path(given)
+    return writable_report_path(path.with_name(f"{path.stem}-{config.track}{path.suffix}") if several else path)
 
 
 def tampered_result(config: Config, spec, message: str) -> StepResult:
@@ -107,11 +119,48 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _resolve(args: argparse.Namespace) -> tuple[Config, list]:
+def _resolve(args: argparse.Namespace) -> list[tuple[Config, list]]:
+    """One (config, steps) per track to grade: one track, or on a machine without a GPU and with
+    TRACK=auto ARCH=auto, every track whose step files are filled in (see cpu_tracks)."""
     if args.impl not in ("steps", "solutions"):
         raise UsageError(f"--impl must be steps or solutions, not {args.impl!r}")
     gpu_name, gpu_arch, sm_count = detect_gpu()
-    arch, track = resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
+    if gpu_arch is None and args.track == "auto" and args.arch == "auto":
+        tracks, reason = cpu_tracks(args.step, REPO_ROOT / args.impl)
+        if reason:
+            print(f"grader: {reason}", file=sys.stderr)
+    else:
+        tracks = [resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)[1]]
+    return [_resolve_track(args, track, gpu_name, gpu_arch, sm_count) for track in tracks]
+
+
+def cpu_tracks(step: str, impl_dir: Path) -> tuple[list[str], str | None]:
+    """Without a GPU to pick the track: the tracks whose step files are filled in (no `todo(` call
+    left: the file is read, never imported), and a line that says which was chosen and why."""
+    filled = [track for track in TRACKS if _filled(step, impl_dir, track)]
+    if len(filled) == 1:
+        other = next(track for track in TRACKS if track != filled[0])
+        return filled, (f"no GPU and TRACK=auto: grading the {filled[0]} track, the one whose step file"
+                        f"{'s are' if step == 'all' else ' is'} filled in (TRACK={other} grades the other)")
+    if len(filled) == len(TRACKS):
+        return list(TRACKS), "no GPU and TRACK=auto: both tracks are filled in, grading both (TRACK=... picks one)"
+    return [DEFAULT_TRACK], None
+
+
+_TODO_CALL = re.compile(r"^[^#\n]*\btodo\(", re.MULTILINE)
+
+
+def _filled(step: str, impl_dir: Path, track: str) -> bool:
+    """The step's file (or, for all, any step file) exists and calls todo() nowhere."""
+    specs = STEPS[track]
+    numbers = list(specs) if step == "all" else [int(step)] if ASCII_NUMBER.fullmatch(step) and int(step) in specs else []
+    files = [impl_dir / track / specs[number].file_name for number in numbers]
+    return any(path.is_file() and not _TODO_CALL.search(path.read_text(errors="replace")) for path in files)
+
+
+def _resolve_track(args: argparse.Namespace, track: str, gpu_name: str | None, gpu_arch: str | None,
+                   sm_count: int) -> tuple[Config, list]:
+    arch, track = resolve_arch_and_track(args.arch, track, gpu_name, gpu_arch)
     steps = select_steps(args.step, track, REPO_ROOT / args.impl / track)
     shapes = tuple(parse_shape(text) for text in args.shape) or None
     for spec in steps:

@@ -6,14 +6,13 @@ that skips the step's technique fails here even when its numbers are right.
 
 from __future__ import annotations
 
-import ast
-import operator
 import re
 from dataclasses import dataclass
 from typing import Callable
 
+from grader import protocol_lint as lint
 from grader.build import Artifacts
-from grader.steps import Shape
+from grader.steps import TILE_128, Shape
 
 
 @dataclass(frozen=True)
@@ -27,6 +26,7 @@ class Check:
     name: str
     passes: Callable[[Artifacts, Launch], bool]
     hint: str
+    kind: str = "feature"  # "feature": the step's technique is absent; "protocol": it is used wrongly
 
 
 def _sass(pattern: str) -> Callable[[Artifacts, Launch], bool]:
@@ -115,75 +115,21 @@ CHECKS: dict[str, dict[int, list[Check]]] = {
 
 # ---- Blackwell steps 7-10: warp roles, deeper pipeline, CTA pair, two consumers ----
 # Which warps issue an operation is read off the generated CUDA: the `if` conditions around each
-# call, evaluated for every warp of the CTA. Conditions that do not depend on the warp index
-# (elect_sync, the cluster rank, loop bounds) count as true: they narrow lanes or CTAs, not warps.
+# call, evaluated for every thread of the CTA (grader/protocol_lint.py). Conditions that do not
+# depend on the thread (the cluster rank, loop bounds) count as true: they narrow CTAs, not warps.
 
 _TMA_LOAD_CALL = re.compile(r"cp_async_bulk_tensor_g2s|cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global")
 _MMA_CALL = re.compile(r"tcgen05_mma|tcgen05\.mma")
 _TMEM_LOAD_CALL = re.compile(r"tcgen05_ld_|tcgen05\.ld\.")
 
 
-def _kernel_body(source: str) -> list[str]:
-    lines = source.splitlines()
-    start = next((i for i, line in enumerate(lines) if "__global__" in line and line.rstrip().endswith("{")), None)
-    return [] if start is None else lines[start + 1 :]
-
-
-_C_OPERATORS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod, ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.RShift: operator.rshift,
-    ast.LShift: lambda a, b: a << min(b, 64), ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt,
-    ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-}
-
-
-def _evaluate(node: ast.AST) -> int:
-    """Integer arithmetic and comparisons only; anything else raises ValueError."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _C_OPERATORS:
-        return _C_OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return int(not _evaluate(node.operand))
-    if isinstance(node, ast.BoolOp):
-        values = [_evaluate(value) for value in node.values]
-        return int(all(values) if isinstance(node.op, ast.And) else any(values))
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _C_OPERATORS:
-        return int(_C_OPERATORS[type(node.ops[0])](_evaluate(node.left), _evaluate(node.comparators[0])))
-    raise ValueError("not warp-index arithmetic")
-
-
-def _holds_for_warp(condition: str, warp: int) -> bool:
-    """A C condition on warp_id_in_cta, for one warp; a condition on anything else counts as true."""
-    if "warp_id_in_cta" not in condition:
-        return True
-    expression = re.sub(r"\(\s*(?:int|uint|bool)\s*\)", "", condition).replace("warp_id_in_cta", str(warp))
-    expression = expression.replace("&&", " and ").replace("||", " or ").replace("/", "//")
-    expression = re.sub(r"!(?!=)", " not ", expression)
-    try:
-        return bool(_evaluate(ast.parse(expression.strip(), mode="eval").body))
-    except (SyntaxError, ValueError, ZeroDivisionError, RecursionError):
-        return True
-
-
 def _issuing_warps(art: Artifacts, call: re.Pattern) -> set[int]:
     """The warps of the CTA that can reach a line matching `call` inside the kernel body."""
-    warps = range(max(art.threads_per_cta // 32, 1))
-    issuing: set[int] = set()
-    stack: list[str | None] = []  # the condition each open brace was entered under
-    for line in _kernel_body(art.cuda_source):
-        if call.search(line):
-            issuing.update(w for w in warps if all(_holds_for_warp(c, w) for c in stack if c))
-        text = line.strip()
-        for index, char in enumerate(text):
-            if char == "}":
-                closed = stack.pop() if stack else None
-                if text[index:].startswith("} else {"):
-                    stack.append(f"!({closed})" if closed else None)
-            elif char == "{" and not text[:index].rstrip().endswith("else"):
-                found = re.match(r"(?:\}\s*else\s+)?if \((.*)\)\s*$", text[:index].strip())
-                stack.append(found.group(1) if found else None)
-    return issuing
+    return {
+        warp
+        for statement in lint.statements(art.cuda_source) if call.search(statement.text)
+        for warp, _ in lint.threads_running(statement, art.threads_per_cta)
+    }
 
 
 def _separate_roles(art: Artifacts, _: Launch) -> bool:
@@ -293,15 +239,116 @@ CHECKS["hopper"].update(
 )
 
 
+# ---- protocol checks (grader/protocol_lint.py): the technique is there, but used so that the kernel
+# would hang, compute wrong or run slow; read off the CUDA source's guards, loops and statement order ----
+
+def _lint(rule: Callable[[Artifacts, int], bool]) -> Callable[[Artifacts, Launch], bool]:
+    """A lint rule, given the number of K tiles of the shape it was built at."""
+    return lambda art, launch: rule(art, launch.shape[2] // TILE_128[2])
+
+
+def _protocol(name: str, rule: Callable[[Artifacts, int], bool], hint: str) -> Check:
+    return Check(name, _lint(rule), hint, kind="protocol")
+
+
+K_LOOP = _protocol(
+    "the MMA runs once per K tile, over all K tiles", lint.mma_over_all_k_tiles,
+    "loop over every K tile (`for k in range(K // 64)`) around load, MMA and commit; one commit per K tile",
+)
+ACCUMULATE_FLAG = _protocol(
+    "accumulate flag false only on the first K tile", lint.accumulate_after_first_k_tile,
+    "accumulate on every K tile but the first: Blackwell accum=(k != 0), Hopper scale_d = k * 4 + kk != 0 "
+    "(a flag false on every K tile, as in step 1, keeps only the last K tile's product)",
+)
+WGMMA_FENCES = _protocol(
+    "fences before the wgmma", lint.fences_before_mma,
+    "T.ptx.wgmma.fence.sync.aligned() before each K tile's wgmmas; tiles written by threads (Tx.cta.copy) need "
+    "T.ptx.fence.proxy.async_.shared__cta() and then T.cuda.cta_sync() before the wgmma reads them",
+)
+TCGEN05_FENCES = _protocol(
+    "fences before the tcgen05 MMA", lint.fences_before_mma,
+    "T.ptx.tcgen05.fence__after_thread_sync() after each mbarrier wait / cta_sync and before the MMA; tiles written "
+    "by threads (Tx.cta.copy) need T.ptx.fence.proxy.async_.shared__cta() and then T.cuda.cta_sync() first",
+)
+STORE_FENCE = _protocol(
+    "fence.proxy.async and a barrier before the TMA store", lint.fence_before_tma_store,
+    "after the threads write Dsmem: T.ptx.fence.proxy.async_.shared__cta(), then T.cuda.cta_sync() "
+    "(T.cuda.warpgroup_sync in a warpgroup role), then one thread issues the TMA store",
+)
+PHASES_FLIP = _protocol(
+    "every mbarrier wait in a loop waits on a flipping phase", lint.phases_flip,
+    "flip the phase bit after each wait (phase = phase ^ 1, or advance the PipelineState): a wait on a fixed "
+    "phase passes once and then hangs or stops waiting",
+)
+TMA_EVERY_OPERAND = _protocol(
+    "A and B both loaded by TMA, once per K tile each", lint.every_operand_by_tma,
+    'give every Tx.copy_async of A and B dispatch="tma_auto" and mbar=...: without dispatch= it silently '
+    "becomes cp.async, which never arrives on the mbarrier (the wait hangs or reads a stale tile)",
+)
+CTA_WIDE_COPIES = _protocol(
+    "each thread copies its share of a tile, not all of it", lint.cta_wide_copies,
+    "copy a tile with Tx.cta.copy (the CTA's threads split it); a bare Tx.copy makes every thread copy the "
+    "whole tile: right, but 128x the traffic",
+)
+WGMMA_BY_WARPGROUPS = _protocol(
+    "wgmma issued by whole warpgroups", lint.whole_warpgroups(lint.WGMMA),
+    "issue wgmma from all 128 threads of a warpgroup (no warp test or elect_sync around it): "
+    "unlike tcgen05.mma it is a warpgroup-wide instruction",
+)
+_ELECTED = ("guard it with both `if warp_id == 0:` and `if T.cuda.elect_sync():` (elect_sync alone runs it once "
+            "per warp, the warp test alone on all 32 lanes)")
+_ELECTED_PER_MMA_WARP = ("guard it with the MMA warps' test (`if warp_id < NUM_CONSUMER:`) and `if T.cuda.elect_sync():` "
+                         "(elect_sync alone runs it once per warp, the warp test alone on all 32 lanes)")
+ONE_TMA_ISSUER = _protocol("one thread issues the TMA loads", lint.one_thread(lint.TMA_LOAD), _ELECTED)
+ONE_EXPECT_TX = _protocol(
+    "one thread arms the TMA barrier (expect_tx)", lint.one_thread(lint.EXPECT_TX),
+    f"{_ELECTED}: each extra arrival completes the phase early",
+)
+ONE_TMA_STORER = _protocol("one thread per warpgroup role issues the TMA store", lint.one_thread(lint.TMA_STORE), _ELECTED)
+ONE_MMA_ISSUER = _protocol("one thread issues the tcgen05 MMA", lint.one_thread(lint.TCGEN05_MMA), _ELECTED)
+ONE_COMMITTER = _protocol(
+    "one thread commits the MMA onto its mbarrier", lint.one_thread(lint.TCGEN05_COMMIT),
+    f"commit from the thread that issued the MMA; {_ELECTED}",
+)
+TWO_MMA_ISSUERS_ELECTED = _protocol(
+    "one thread per MMA warp issues the tcgen05 MMA", lint.one_thread(lint.TCGEN05_MMA, per_warpgroup=2),
+    _ELECTED_PER_MMA_WARP,
+)
+TWO_COMMITTERS_ELECTED = _protocol(
+    "one thread per MMA warp commits the MMA", lint.one_thread(lint.TCGEN05_COMMIT, per_warpgroup=2),
+    _ELECTED_PER_MMA_WARP,
+)
+
+
+def _protocol_checks(track: str, step: int) -> list[Check]:
+    """The protocol checks a step's design must pass: the K loop from step 2, TMA from step 4."""
+    checks = [ACCUMULATE_FLAG, WGMMA_FENCES if track == "hopper" else TCGEN05_FENCES, CTA_WIDE_COPIES, PHASES_FLIP]
+    if step >= 2:
+        checks.append(K_LOOP)
+    if step >= 4:
+        checks += [TMA_EVERY_OPERAND, STORE_FENCE, ONE_TMA_ISSUER, ONE_EXPECT_TX, ONE_TMA_STORER]
+    if track == "blackwell":
+        checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step == 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
+    else:
+        checks.append(WGMMA_BY_WARPGROUPS)
+    return checks
+
+
+for _track, _steps in CHECKS.items():
+    for _step in _steps:
+        _steps[_step] = _steps[_step] + _protocol_checks(_track, _step)
+
+
 @dataclass
 class CheckResult:
     name: str
     passed: bool
     hint: str
+    kind: str = "feature"
 
 
 def run_checks(track: str, step: int, artifacts: Artifacts, launch: Launch) -> list[CheckResult]:
     return [
-        CheckResult(check.name, bool(check.passes(artifacts, launch)), check.hint)
+        CheckResult(check.name, bool(check.passes(artifacts, launch)), check.hint, check.kind)
         for check in CHECKS[track][step]
     ]

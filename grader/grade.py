@@ -115,8 +115,9 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
         result.checks = _static_checks(config, spec, built)
         for check in result.checks:
             if not check.passed:
+                what = "missing feature" if check.kind == "feature" else "protocol mistake"
                 result.problems.append(
-                    f"missing feature: {check.name} — {check.hint} (help: {hint_command(spec.number, config.track)})"
+                    f"{what}: {check.name} — {check.hint} (help: {hint_command(spec.number, config.track)})"
                 )
         if not on_gpu or result.features == "failed":
             return result

@@ -58,3 +58,13 @@ def test_ptxas_rejecting_the_arch_is_reported():
     with pytest.raises(build.BuildFailed, match="(nvcc|ptxas) failed") as failure:
         build.build(factory, spec, (128, 128, 64), "sm_100a", 148)
     assert "wgmma" in str(failure.value)
+
+
+def test_a_python_keyword_in_a_ptx_name_says_how_tirx_spells_it(tmp_path):
+    source = _solution()
+    assert "T.ptx.fence.proxy.async_.shared__cta()" in source
+    result = _grade(_tree_with(tmp_path, source.replace("T.ptx.fence.proxy.async_.shared__cta()",
+                                                        "T.ptx.fence.proxy.async.shared__cta()", 1)))
+    assert result.build == "failed"
+    assert "importing step01_single_tile.py failed: SyntaxError" in result.problems[0]
+    assert "`async` is a Python keyword: TIRx spells it `async_`" in result.problems[0]

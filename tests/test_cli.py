@@ -80,3 +80,33 @@ def test_grading_never_writes_into_the_course_trees(capsys, monkeypatch, tmp_pat
     _run(capsys, "--step", "1", "--impl", "solutions", "--track", "hopper", "--json", str(tmp_path / "r.json"))
     after = {p: p.stat().st_mtime_ns for tree in ("steps", "solutions") for p in (REPO / tree).rglob("*.py")}
     assert before == after
+
+
+def _course(root, filled: tuple[str, ...]):
+    """A course tree whose steps/<track>/step01 is the skeleton, or the solution for tracks in `filled`."""
+    for track in ("blackwell", "hopper"):
+        (root / "steps" / track).mkdir(parents=True)
+        tree = "solutions" if track in filled else "steps"
+        name = "step01_single_tile.py"
+        (root / "steps" / track / name).write_text((REPO / tree / track / name).read_text())
+    return root
+
+
+@pytest.mark.parametrize("filled,tracks", [((), ["blackwell"]), (("hopper",), ["hopper"]),
+                                           (("blackwell",), ["blackwell"]), (("blackwell", "hopper"), ["blackwell", "hopper"])])
+def test_without_a_gpu_track_auto_grades_the_tracks_filled_in(tmp_path, filled, tracks):
+    chosen, line = cli.cpu_tracks("1", _course(tmp_path, filled) / "steps")
+    assert chosen == tracks
+    if len(filled) == 1:
+        assert f"grading the {filled[0]} track" in line
+    assert (line is None) == (not filled)
+
+
+def test_cpu_grade_of_a_finished_hopper_step_with_track_auto(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (None, None, 0))
+    monkeypatch.setattr(cli, "REPO_ROOT", _course(tmp_path / "course", ("hopper",)))
+    status, out, err = _run(capsys, "--step", "1", "--json", str(tmp_path / "r.json"))
+    assert "no GPU and TRACK=auto: grading the hopper track" in err
+    assert "grading steps/hopper for sm_90a" in out
+    assert "step 1: build and static checks passed; not checked without a GPU: numerical result, speed" in out
+    assert status == 0

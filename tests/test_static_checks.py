@@ -55,7 +55,8 @@ def test_wgmma_check_rejects_a_blackwell_kernel():
 
 # Submitting step N-1's kernel as step N must fail exactly the features step N adds.
 NEW_FEATURES = {
-    4: {features.TMA_LOAD.name, features.EXPECT_TX.name, features.TMA_STORE.name},
+    # step 3's kernel also reads A and B through plain pointers: the protocol check names that too
+    4: {features.TMA_LOAD.name, features.EXPECT_TX.name, features.TMA_STORE.name, features.TMA_EVERY_OPERAND.name},
     5: {features.TWO_STAGES.name},
     6: {features.GRID_SMS.name, features.TILE_LOOP.name},
 }
