@@ -41,15 +41,13 @@ import ctypes
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grader import build
+from grader import build, sandbox
 from grader import instrument as instrument_module
 from grader.steps import Shape, format_shape
 
@@ -513,17 +511,10 @@ def locate(request: LocateRequest, timeout_s: float = CHILD_TIMEOUT_S) -> Locate
     with tempfile.TemporaryDirectory(prefix="grader-locator-") as tmp:
         request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_path.write_text(json.dumps(asdict(request)))
-        child = subprocess.Popen(
-            [sys.executable, "-m", "grader.locator", "--request", str(request_path), str(result_path)],
-            cwd=build.REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True,
-        )
-        try:
-            output, _ = child.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:  # the results may be written already: only the exit hung
-            os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
-            output = f"the debug run did not finish in {timeout_s:.0f} s"
+        finished = sandbox.run_limited([sys.executable, "-m", "grader.locator", "--request", str(request_path),
+                                        str(result_path)], cwd=build.REPO_ROOT, env=dict(os.environ), timeout_s=timeout_s)
+        output = finished.output if finished.returncode is not None else (
+            f"the debug run did not finish in {timeout_s:.0f} s")  # the results may be written already
         if result_path.exists():
             return LocateResult(**json.loads(result_path.read_text()))
         lines = [line for line in output.splitlines() if line.strip()] or ["(no output)"]

@@ -199,21 +199,22 @@ class Finished:
 
 
 def run_limited(command: list[str], cwd: Path, env: dict[str, str], timeout_s: float) -> Finished:
-    """Run a command in its own session; at its end or its time limit, kill it and all it started."""
-    child = subprocess.Popen(
-        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, errors="replace", start_new_session=True,
-    )
-    try:
-        output, _ = child.communicate(timeout=timeout_s)
-        returncode: int | None = child.returncode
-    except subprocess.TimeoutExpired:
-        returncode = None
+    """Run a command in its own session; at its end or its time limit, kill it and all it started.
+    Its output goes to a file, not a pipe: a process it detached would hold a pipe open, and reading
+    to the pipe's end would wait for that process instead of the command."""
+    with tempfile.TemporaryFile("w+", errors="replace") as log:
+        child = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode: int | None = child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            returncode = None
+            _kill_group(child.pid)
+            child.wait()
         _kill_group(child.pid)
-        output, _ = child.communicate()
-    _kill_group(child.pid)
-    sweep()
-    return Finished(returncode, output)
+        sweep()
+        log.seek(0)
+        return Finished(returncode, log.read())
 
 
 def _kill_group(pgid: int) -> None:

@@ -165,7 +165,10 @@ if os.fork() == 0:
     os._exit(0)
 """
     (course / "steps" / TRACK / STEPS[TRACK][2].file_name).write_text(_as_step(1, 2) + attack)
+    started = time.monotonic()
     done = _grade_copy(course, 2)
+    # the detached sleep holds whatever its parent's output went to: grading must not wait for it
+    assert time.monotonic() - started < 150, "the grade waited for a process the student's file detached"
     assert done.returncode == 1, done.stdout + done.stderr
     assert "changed files the grader relies on (grader/features.py)" in done.stdout
     assert "tried to change the grader" in done.stdout
