@@ -131,6 +131,9 @@ class _Compiler:
         self.names: dict[int, str] = {}  # handle of a Var or local buffer -> Python name
         self.local_buffers: dict[str, int] = {}  # Python name -> element count
         self.shared: dict[int, SharedBuffer] = {}
+        self.remote_views: dict[int, str] = {}  # handle of a shared buffer over a mapa'd pointer -> its Python name
+        self.mapa_results: set[str] = set()  # the local elements mapa wrote
+        self.mapped_pointer: str | None = None  # a pointer just bound from a mapa result, for the next buffer
         self.scopes: dict[str, list[int]] = {}
         self.scope_vars: dict[int, str] = {}
         self.counter = 0
@@ -230,6 +233,9 @@ class _Compiler:
     def address_of(self, load) -> tuple[str, bool]:
         """A barrier: ('bar', name, index); a shared data buffer: its byte address (for descriptors)."""
         buffer = load.source if not hasattr(load.source, "buffer") else load.source.buffer
+        if hash(buffer) in self.remote_views:
+            index, lane = self.flat_index(buffer, load.indices)
+            return f"rt.bar_at({self.remote_views[hash(buffer)]}, {index})", lane
         shared = self.shared.get(hash(buffer))
         if shared is None:
             raise _Data(f"address of {buffer.name}")
@@ -273,6 +279,7 @@ class _Compiler:
             except _Data:
                 value = "None"
             self.emit(depth, f"{name} = {value}")
+            self.mapped_pointer = name if value in self.mapa_results else None
         elif kind == "BufferStore":
             self.store(s, depth)
         elif kind == "For":
@@ -326,7 +333,11 @@ class _Compiler:
 
     def declare(self, buffer) -> None:
         scope = buffer.scope()
-        if scope.startswith("shared"):
+        if scope.startswith("shared") and self.mapped_pointer is not None:
+            # MBarrier.remote_view: mapa into a local, a Bind of it as a pointer, then a buffer declared
+            # over that pointer: its elements are another CTA's barriers counted from it, not pool offsets
+            self.remote_views[hash(buffer)], self.mapped_pointer = self.mapped_pointer, None
+        elif scope.startswith("shared"):
             itemsize = (buffer.dtype.bits * buffer.dtype.lanes) // 8
             shape = tuple(_int(x) for x in buffer.shape)
             offset = _int(buffer.elem_offset) * itemsize if buffer.elem_offset is not None else 0
@@ -416,6 +427,7 @@ class _Compiler:
             index, _ = self.flat_index(buffer, target.indices)
             bar, peer = self.expr(args[1])[0], self.expr(args[2])[0]
             self.emit(depth, f"{self.names[hash(buffer)]}[{index}] = rt.mapa(a, {bar}, {peer})")
+            self.mapa_results.add(f"{self.names[hash(buffer)]}[{index}]")
         elif name == "cuda.cta_sync":
             self.emit(depth, "yield rt.named_sync(a, 0, None)")
         elif name == "cuda.warpgroup_sync":
@@ -702,6 +714,13 @@ class Machine:
 
     def mapa(self, agent: Agent, ref, peer: int):
         return ("bar", ref[1], ref[2], int(peer))
+
+    @staticmethod
+    def bar_at(ref, index: int):
+        """Barrier `index` of a view that starts at barrier `ref` (a remote view's ptr_to([index]))."""
+        if not (isinstance(ref, tuple) and ref and ref[0] == "bar"):
+            raise Unsupported(f"a barrier view over something that is not an mbarrier of the kernel ({ref!r})")
+        return ("bar", ref[1], ref[2] + int(index)) + tuple(ref[3:])
 
     # -- TMA and MMA engines --
 

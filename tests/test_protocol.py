@@ -33,18 +33,9 @@ def check(factory, track: str, step: int, shape) -> protocol.Verdict:
     return protocol.check_step(factory, STEPS[track][step], shape, SM_COUNT[track])
 
 
-# Known gap (issue 13 stays open): the checker does not yet model a cta_group=2 TMA load that completes
-# on CTA 0's barrier through the pair's remote view (Blackwell steps 9-10), and misreports it as a
-# copy signalling an uninitialised barrier. strict: the marker must go once the model is added.
-_CTA_PAIR_TMA_GAP = pytest.mark.xfail(reason="cta_group=2 TMA completion not modelled", strict=True)
-
-
 @pytest.mark.parametrize(
     "track,step",
-    [
-        pytest.param(t, n, marks=_CTA_PAIR_TMA_GAP) if (t, n) in (("blackwell", 9), ("blackwell", 10)) else (t, n)
-        for t, n in present_steps("solutions")
-    ],
+    present_steps("solutions"),
 )
 def test_no_finding_on_a_reference_solution_at_any_grader_shape(track, step):
     spec = STEPS[track][step]
@@ -104,6 +95,11 @@ MUTATIONS = {
     "release_current_stage": (("hopper",), 8, (640, 384, 1088), RELEASE_CURRENT_STAGE, "lapping", [
         "- overrun: CTA 0, warp 0 (lane 0): TMA into Asmem[", "while the wgmma group of warpgroup 1 that reads it has "
         "not completed: a stage reused before it was released"]),
+    # Blackwell step 9: CTA 1's cta_group=2 loads complete on CTA 0's barrier, so CTA 0 arms it for both CTAs
+    "pair_expect_tx_for_one_cta": (("blackwell",), 9, (512, 768, 192),
+                                   [(r"tma2mma\.arrive\(s, TILE_BYTES \* CTA_GROUP\)", "tma2mma.arrive(s, TILE_BYTES)")],
+                                   "tx_bytes", ["(CTA 0) completed its phase 0 with 2 TMA copies towards it still in flight",
+                                                "expect_tx announced 32768 bytes, fewer than the copies deliver"]),
     "shared_named_barrier": (("hopper",), 10, (512, 512, 192), SHARED_EPILOGUE_BAR, "named_barrier", [
         "named barrier 1 (128 threads) completed once with warps", "two groups of warps share one barrier id"]),
 }
