@@ -295,13 +295,22 @@ class Built:
     library: str | None  # the exported TVM library (host launcher + device code), for the GPU
 
 
+@dataclass
+class Builds:
+    kernels: list[Built]
+    protocol_problems: list[str]  # what the protocol checker found at the shapes it was asked for
+    protocol_unsupported: str | None = None  # what kept the checker from simulating the kernel
+
+
 def build_isolated(
     impl_dir: Path, track: str, spec: StepSpec, shapes: list[Shape], arch: str, sm_count: int, *,
     with_solutions: bool, export: bool, out_dir: Path, timeout_s: float = BUILD_TIMEOUT_S,
-) -> list[Built]:
-    """Build `shapes` in a build process over a copy of the course; raise StepNotImplemented or
-    BuildFailed as an in-process build would. Nothing the process returns is trusted: PTX and SASS
-    are made again here from its CUDA source, with the pinned tools."""
+    protocol_shapes: list[Shape] = (),
+) -> Builds:
+    """Build `shapes` in a build process over a copy of the course, and run the protocol checker there
+    at `protocol_shapes`; raise StepNotImplemented or BuildFailed as an in-process build would. Nothing
+    the process returns is trusted: PTX and SASS are made again here from its CUDA source, with the
+    pinned tools."""
     import json
 
     from grader import sandbox
@@ -310,7 +319,7 @@ def build_isolated(
     request = {
         "impl_dir": str(copy / impl_dir.name), "track": track, "step": spec.number, "arch": arch,
         "sm_count": sm_count, "shapes": shapes, "export_dir": str(out_dir) if export else None,
-        "tools": TOOLCHAIN.paths if TOOLCHAIN else Toolchain.resolve().paths,
+        "tools": TOOLCHAIN.paths if TOOLCHAIN else Toolchain.resolve().paths, "protocol_shapes": list(protocol_shapes),
     }
     (copy / "request.json").write_text(json.dumps(request))
     env = {**os.environ, "PATH": Toolchain(request["tools"]).search_path()}
@@ -336,7 +345,10 @@ def build_isolated(
         raise BuildFailed(f"the build process ended early (exit status {finished.returncode}): {last[0].strip()[:300]} "
                           "(a file that exits or raises at import, e.g. sys.exit or KeyboardInterrupt?)")
     with ThreadPoolExecutor(max_workers=_workers(len(shapes))) as pool:  # nvcc runs, one per shape
-        return list(pool.map(lambda entry: _confirm(entry, arch), reply["shapes"]))
+        kernels = list(pool.map(lambda entry: _confirm(entry, arch), reply["shapes"]))
+    checked = reply.get("protocol") or {}
+    unsupported = checked.get("unsupported")
+    return Builds(kernels, [str(p) for p in checked.get("problems", [])], str(unsupported) if unsupported else None)
 
 
 def _workers(jobs: int) -> int:
@@ -386,6 +398,8 @@ def _child(request: dict, result_path: Path) -> None:
                 reply.update(entry)
                 break
             reply["shapes"].append(entry)
+        if "error" not in reply and request.get("protocol_shapes"):
+            reply["protocol"] = _protocol_check(request)
     except StepNotImplemented as err:
         reply.update(error="not implemented", message=str(err))
     except BuildFailed as err:
@@ -394,6 +408,25 @@ def _child(request: dict, result_path: Path) -> None:
         reply.update(error="failed", message="a build process for one shape ended early "
                      "(a file that exits or crashes when imported a second time?)")
     result_path.write_text(json.dumps(reply))
+
+
+def _protocol_check(request: dict) -> dict:
+    """The protocol checker's findings at the asked shapes, or why it cannot simulate the kernel. It runs
+    here because it needs the kernel's TIR; what it says can only fail a grade on a machine without a
+    GPU (where the kernel cannot be run to show it), so a forged answer gains nothing the GPU would not take."""
+    from grader import protocol
+    from grader.steps import STEPS
+
+    spec = STEPS[request["track"]][request["step"]]
+    problems = []
+    for shape in request["protocol_shapes"]:
+        try:
+            verdict = protocol.check_step(_factory, spec, tuple(shape), request["sm_count"])
+        except protocol.Unsupported as err:
+            return {"problems": [], "unsupported": str(err)}
+        if not verdict.ok:
+            problems.append("\n".join(verdict.lines()))
+    return {"problems": problems, "unsupported": None}
 
 
 _factory: Callable[..., Any] | None = None  # the student's hgemm_vN, imported once per build process

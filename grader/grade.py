@@ -92,8 +92,9 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
 
     with tempfile.TemporaryDirectory(prefix="grader-kernels-") as work:
         try:
-            built = _build(config, spec, config.impl_dir, shapes, Path(work), with_solutions=not config.instructor,
-                           watch=watch)
+            builds = _build(config, spec, config.impl_dir, shapes, Path(work), with_solutions=not config.instructor,
+                            watch=watch, protocol_shapes=list(spec.correctness_shapes))
+            built = builds.kernels
         except build.StepNotImplemented as err:
             result.build = "not implemented"
             todo = re.match(rf"{spec.number}\.(\d+) ", str(err))
@@ -119,13 +120,18 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
                 result.problems.append(
                     f"{what}: {check.name} — {check.hint} (help: {hint_command(spec.number, config.track)})"
                 )
+        if builds.protocol_problems and not on_gpu:
+            # the kernel cannot run here: the simulated protocol is the only correctness evidence there is
+            result.correctness = "failed"
+            result.problems.append(PROTOCOL_HEADER + "\n".join(builds.protocol_problems)
+                                   + f"\nhelp: make check STEP={spec.number} shows the same; {hint_command(spec.number, config.track)}")
         if not on_gpu or result.features == "failed":
             return result
 
         reference = None
         if config.impl != "solutions" and build.step_file(config.solutions_dir, config.track, spec).exists():
             reference = _build(config, spec, config.solutions_dir, list(spec.timing_shapes), Path(work) / "reference",
-                               with_solutions=True, watch=watch)
+                               with_solutions=True, watch=watch).kernels
         gpu_result = gpu.run_step(
             gpu.GpuRequest(
                 impl_dir=str(config.impl_dir),
@@ -143,6 +149,8 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
         )
     sandbox.sweep()
     _judge_correctness(result, gpu_result, len(checked))
+    if builds.protocol_problems:  # on a GPU the run decides; the simulation says where to look
+        result.problems.append(PROTOCOL_HEADER + "\n".join(builds.protocol_problems))
     if result.correctness == "failed":
         result.problems.append(f"help: {hint_command(spec.number, config.track)}")
     if result.correctness == "passed":
@@ -150,6 +158,7 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
     return result
 
 
+PROTOCOL_HEADER = "the protocol checker (the kernel's barriers simulated on the CPU, `make check`) predicts:\n"
 RECHECK_SEED_OFFSET = 1_000_003
 RANDOM_SHAPE_MAX_DIM = 4096
 RANDOM_SHAPE_MAX_MACS = 2048 * 2048 * 4096  # keeps a drawn shape's check under a second on any course GPU
@@ -167,11 +176,12 @@ def random_shape(rule: ShapeRule, rng: random.Random) -> Shape:
 
 
 def _build(config: Config, spec: StepSpec, impl_dir: Path, shapes: list[Shape], out_dir: Path, *,
-           with_solutions: bool, watch: sandbox.Watch) -> list[build.Built]:
+           with_solutions: bool, watch: sandbox.Watch, protocol_shapes: list[Shape] = ()) -> build.Builds:
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         return build.build_isolated(impl_dir, config.track, spec, shapes, config.arch, config.sm_count,
-                                    with_solutions=with_solutions, export=config.gpu_name is not None, out_dir=out_dir)
+                                    with_solutions=with_solutions, export=config.gpu_name is not None, out_dir=out_dir,
+                                    protocol_shapes=protocol_shapes)
     finally:
         changed = watch.changed()
         if changed:

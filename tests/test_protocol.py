@@ -160,3 +160,35 @@ def test_bad_options_are_one_line_and_exit_2(capsys, argv, message):
     assert protocol.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+# ---- the checker in the CPU grade ----
+
+
+def _cpu_grade(tree, track: str, step: int):
+    from grader.grade import Config, grade_step
+
+    arch = {"hopper": "sm_90a", "blackwell": "sm_100a"}[track]
+    config = Config("steps", tree, REPO / "solutions", track, arch, None, SM_COUNT[track], 7, 60.0, None)
+    return grade_step(config, STEPS[track][step])
+
+
+@pytest.mark.parametrize("track", ["hopper", "blackwell"])
+def test_a_cpu_grade_reports_the_hang_the_checker_predicts(tmp_path, track):
+    # a TMA barrier initialised for 2 arrivals builds and passes every static check: only the simulation
+    # sees that one arrives per phase
+    source = (REPO / "solutions" / track / STEPS[track][5].file_name).read_text()
+    source, count = re.subn(INIT_COUNT_2[0][0], INIT_COUNT_2[0][1], source)
+    assert count == 1
+    (tmp_path / track).mkdir()
+    (tmp_path / track / STEPS[track][5].file_name).write_text(source)
+    result = _cpu_grade(tmp_path, track, 5)
+    assert (result.build, result.features, result.correctness) == ("passed", "passed", "failed"), result.problems
+    report = "\n".join(result.problems)
+    assert "the protocol checker (the kernel's barriers simulated on the CPU, `make check`) predicts:" in report
+    assert "waited on tma_bar[0] for phase 0 to complete" in report and "make check STEP=5" in report
+
+
+def test_a_cpu_grade_of_a_reference_solution_finds_no_protocol_problem():
+    result = _cpu_grade(REPO / "solutions", "hopper", 8)
+    assert result.correctness == "skipped" and result.passed, result.problems
