@@ -70,7 +70,8 @@ def test_a_kernel_right_only_at_the_listed_shapes_fails_at_the_drawn_shape(tmp_p
     )
     result = grade_step(_config(_write(tmp_path, 3, source)), STEPS[_track()][3])
     assert not result.passed
-    assert result.build == "failed" or result.correctness == "failed", result.problems
+    # at the drawn shape its K loop is one tile short: the static K-loop check sees it before the GPU does
+    assert "failed" in (result.build, result.features, result.correctness), result.problems
 
 
 def test_the_report_names_the_cubin_that_was_checked_and_run(tmp_path):
