@@ -44,15 +44,18 @@ class Statement:
 _FOR = re.compile(r"for \(int (\w+) = (-?\d+); \1 < (-?\d+); \+\+\1\)")
 
 
-def statements(source: str) -> list[Statement]:
-    """Every line of the kernel body with the ifs and loops that enclose it (TVM writes one per line)."""
+def kernel_body(source: str) -> list[str]:
+    """The lines after the kernel's `__global__ ... {` (none if the source has no kernel)."""
     lines = source.splitlines()
     start = next((i for i, line in enumerate(lines) if "__global__" in line and line.rstrip().endswith("{")), None)
-    if start is None:
-        return []
+    return [] if start is None else lines[start + 1:]
+
+
+def statements(source: str) -> list[Statement]:
+    """Every line of the kernel body with the ifs and loops that enclose it (TVM writes one per line)."""
     out: list[Statement] = []
     stack: list[tuple[str | None, Loop | None]] = []  # per open brace: its guard, or the loop it opens
-    for line in lines[start + 1:]:
+    for line in kernel_body(source):
         text = line.strip()
         if text == "}" and not stack:
             break  # the kernel's own closing brace

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from grader import build, features, locator
+from grader import build, features, locator, protocol_lint
 from grader import instrument as instrument_module
 from grader.steps import STEPS, Shape, format_shape
 
@@ -158,7 +158,7 @@ def instrument(cuda_source: str, records_address: int) -> str:
 
 def stamp_sites(cuda_source: str) -> dict[str, int]:
     """Call sites in the kernel's body per kind of stamp (a wait has two stamps: begin and end)."""
-    body = "\n".join(features._kernel_body(cuda_source))
+    body = "\n".join(protocol_lint.kernel_body(cuda_source))
     sites: dict[str, int] = {}
     for helper in stamped_helpers(cuda_source):
         calls = len(re.findall(rf"\b{helper.name}\(", body))
