@@ -423,7 +423,9 @@ def _protocol_check(request: dict) -> dict:
         try:
             verdict = protocol.check_step(_factory, spec, tuple(shape), request["sm_count"])
         except protocol.Unsupported as err:
-            return {"problems": [], "unsupported": str(err)}
+            return {"problems": [], "unsupported": f"it uses {err}"}
+        except Exception as err:  # noqa: BLE001 - the checker's own failure must not fail the student's build
+            return {"problems": [], "unsupported": f"it failed on this kernel ({type(err).__name__}: {err})"}
         if not verdict.ok:
             problems.append("\n".join(verdict.lines()))
     return {"problems": problems, "unsupported": None}

@@ -59,6 +59,7 @@ class StepResult:
     timings: list[Timing] = field(default_factory=list)
     correctness_shapes: list[dict] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # what the student should read, in order
+    notes: list[str] = field(default_factory=list)  # what was not checked, and why (no verdict)
     build_seconds: float = 0.0
     random_shape: Shape | None = None  # the shape drawn from the step's rule for this run
     cubin_sha256: dict[str, str] = field(default_factory=dict)  # per shape: the kernel the checks read and the GPU ran
@@ -120,6 +121,8 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
                 result.problems.append(
                     f"{what}: {check.name} — {check.hint} (help: {hint_command(spec.number, config.track)})"
                 )
+        if builds.protocol_unsupported:
+            result.notes.append(f"the protocol checker did not simulate this kernel: {builds.protocol_unsupported}")
         if builds.protocol_problems and not on_gpu:
             # the kernel cannot run here: the simulated protocol is the only correctness evidence there is
             result.correctness = "failed"

@@ -494,7 +494,10 @@ class _Compiler:
 def compile_kernel(prim_func) -> Kernel:
     # buffer names as the TIR script prints them, which is what the locator's barrier map says
     compiler = _Compiler({b.offset: b.name for b in reversed(shared_buffers(prim_func.script()))})
-    compiler.stmt(prim_func.body, 1)
+    try:
+        compiler.stmt(prim_func.body, 1)
+    except _Data as err:  # the protocol is simulated without the data: a branch or loop on data cannot be
+        raise Unsupported(f"control flow that depends on data ({err})") from None
     header = ["def warp(rt, a, CTA, RANK, WG, WW, W):", "    mask = tuple(range(32)); _L = 0"]
     header += [f"    {name} = [0] * {count}" for name, count in compiler.local_buffers.items()]
     source = "\n".join(header + compiler.lines + ["    yield rt.step(a)"])

@@ -41,6 +41,8 @@ def print_report(config: Config, results: list[StepResult]) -> None:
     for result in results:
         for problem in result.problems:
             print(f"\nstep {result.step}: {problem}")
+        for note in result.notes:
+            print(f"\nstep {result.step}: note: {note}")
     if config.gpu_name is None:
         print("\ncorrectness and speed skipped: no GPU that runs this arch is present.")
         for result in results:

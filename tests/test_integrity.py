@@ -46,6 +46,26 @@ def _grade(impl_dir: Path, step: int, instructor: bool = False):
     return grade_step(_config(impl_dir, instructor), STEPS[TRACK][step])
 
 
+def compute_only_into_poison(step3_source: str) -> str:
+    """Hopper step 3 with its K loop and writeback run only while the tile's first output is NaN, the
+    poison the grader fills outputs with: right on a fresh output, nothing to do on one already written
+    (issue 15, class 1: a grader that timed calls into a reused output would time no work)."""
+    lines = step3_source.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "for k in range(K_TILES):")
+    end = next(i for i, line in enumerate(lines) if line.strip() == "return kernel")
+    indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
+    guarded = [f"{indent}if T.isnan(D[m_st, n_st]):"] + [("    " + line) if line.strip() else line
+                                                          for line in lines[start:end]]
+    return "\n".join(lines[:start] + guarded + lines[end:]) + "\n"
+
+
+def test_a_kernel_that_works_only_into_a_poisoned_output_passes_the_cpu_grade(tmp_path):
+    # only the GPU can judge it (tests/test_integrity_gpu.py): the CPU grade sees a proper step 3
+    result = _grade(_tree(tmp_path, 3, compute_only_into_poison(_solution(3))), 3)
+    assert (result.build, result.features) == ("passed", "passed"), result.problems
+    assert any("did not simulate this kernel: it uses control flow that depends on data" in n for n in result.notes)
+
+
 PATCH_CHECKS = """
 import grader.features as _f
 _f.run_checks = lambda *a, **k: [_f.CheckResult(c.name, True, c.hint) for c in _f.CHECKS["hopper"][4]]

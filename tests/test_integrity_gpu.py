@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import gpu_arch
 from test_gpu import _config, _solution, _track, _write
+from test_integrity import compute_only_into_poison
 from grader.grade import grade_step
 from grader.steps import STEPS
 
@@ -79,3 +81,13 @@ def test_the_report_names_the_cubin_that_was_checked_and_run(tmp_path):
     assert result.passed, result.problems
     assert all(len(digest) == 64 for digest in result.cubin_sha256.values())
     assert "256x384x192" in result.cubin_sha256
+
+
+@pytest.mark.skipif("gpu_arch() != 'sm_90a'", reason="a mutation of the Hopper step 3 solution")
+def test_a_kernel_that_works_only_into_a_poisoned_output_is_timed_doing_its_work(tmp_path):
+    # every timed call writes into a fresh NaN-filled output: the kernel must compute each time, so
+    # it is right and no faster than the reference (into a reused output it would time no work at all)
+    result = grade_step(_config(_write(tmp_path, 3, compute_only_into_poison(_solution(3)))), STEPS["hopper"][3])
+    assert result.correctness == "passed", result.problems
+    assert result.timings and all(t.kernel_ms > 0.8 * t.reference_ms for t in result.timings), [
+        (t.kernel_ms, t.reference_ms) for t in result.timings]
