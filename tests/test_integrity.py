@@ -7,6 +7,7 @@ tree run against a private copy of the course (a `python -m grader` there), neve
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,36 @@ def test_a_kernel_that_works_only_into_a_poisoned_output_passes_the_cpu_grade(tm
     result = _grade(_tree(tmp_path, 3, compute_only_into_poison(_solution(3))), 3)
     assert (result.build, result.features) == ("passed", "passed"), result.problems
     assert any("did not simulate this kernel: it uses control flow that depends on data" in n for n in result.notes)
+
+
+_TMA_LOADS_AND_WAIT = re.compile(r"( +)if warp_id == 0:\n +if T\.cuda\.elect_sync\(\):\n +T\.ptx\.mbarrier\.arrive\."
+                                 r"expect_tx(?:.*\n)*? +phase_tma = phase_tma \^ 1\n")
+_STEP3_LOADS = """Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
+Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
+T.ptx.fence.proxy.async_.shared__cta()
+T.cuda.cta_sync()"""
+
+
+def tma_in_dead_code(step4_source: str) -> str:
+    """Hopper step 4 whose K loop copies A and B the step-3 way and keeps its TMA loads and wait in a
+    branch no input takes (the inputs are small): the SASS holds UTMALDG, the kernel never runs it."""
+    def rewrite(found: re.Match) -> str:
+        indent = found.group(1)
+        dead = "".join(f"    {line}\n" if line.strip() else "\n" for line in found.group(0).splitlines())
+        live = "".join(f"{indent}    {line}\n" for line in _STEP3_LOADS.splitlines())
+        return f"{indent}if A[0, 0] > T.float16(60000.0):\n{dead}{indent}else:\n{live}"
+
+    rewritten, count = _TMA_LOADS_AND_WAIT.subn(rewrite, step4_source, count=1)
+    assert count == 1, "step 4's TMA block no longer matches"
+    return rewritten
+
+
+def test_the_checked_instruction_in_dead_code_does_not_pass(tmp_path):
+    result = _grade(_tree(tmp_path, 4, tma_in_dead_code(_solution(4))), 4)
+    assert result.build == "passed", result.problems
+    failed = {check.name for check in result.checks if not check.passed}
+    assert "TMA loads (UTMALDG)" not in failed  # the instruction is there...
+    assert "A and B both loaded by TMA, once per K tile each" in failed, result.problems  # ...but not the loads
 
 
 PATCH_CHECKS = """
