@@ -1100,6 +1100,9 @@ class Verdict:
             out.append(f"  (schedule: {schedule})")
         if len(self.findings) > MAX_LINES:
             out.append(f"({len(self.findings) - MAX_LINES} more findings)")
+        if any(finding.kind == "deadlock" for finding, _ in self.findings):
+            out.append("(phases are parities, 0 or 1, as mbarrier waits name them: a barrier is in phase 0 after "
+                       "an even number of completions)")
         return out
 
 
