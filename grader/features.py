@@ -118,12 +118,7 @@ CHECKS: dict[str, dict[int, list[Check]]] = {
 # call, evaluated for every thread of the CTA (grader/protocol_lint.py). Conditions that do not
 # depend on the thread (the cluster rank, loop bounds) count as true: they narrow CTAs, not warps.
 
-_TMA_LOAD_CALL = re.compile(r"cp_async_bulk_tensor_g2s|cp\.async\.bulk\.tensor\.\dd\.shared::cluster\.global")
-_MMA_CALL = re.compile(r"tcgen05_mma|tcgen05\.mma")
-_TMEM_LOAD_CALL = re.compile(r"tcgen05_ld_|tcgen05\.ld\.")
-
-
-def _issuing_warps(art: Artifacts, call: re.Pattern) -> set[int]:
+def issuing_warps(art: Artifacts, call: re.Pattern) -> set[int]:
     """The warps of the CTA that can reach a line matching `call` inside the kernel body."""
     return {
         warp
@@ -134,7 +129,7 @@ def _issuing_warps(art: Artifacts, call: re.Pattern) -> set[int]:
 
 def _separate_roles(art: Artifacts, _: Launch) -> bool:
     """TMA loads, MMAs and TMEM loads are issued by three disjoint, non-empty sets of warps."""
-    roles = [_issuing_warps(art, call) for call in (_TMA_LOAD_CALL, _MMA_CALL, _TMEM_LOAD_CALL)]
+    roles = [issuing_warps(art, call) for call in (lint.TMA_LOAD, lint.TCGEN05_MMA, lint.TMEM_LOAD)]
     return all(roles) and all(not (a & b) for i, a in enumerate(roles) for b in roles[i + 1 :])
 
 
@@ -174,7 +169,7 @@ PAIR_MMA = Check(
 )
 TWO_MMA_ISSUERS = Check(
     "MMAs issued by two warps",
-    lambda art, _: len(_issuing_warps(art, _MMA_CALL)) >= 2,
+    lambda art, _: len(issuing_warps(art, lint.TCGEN05_MMA)) >= 2,
     "one MMA warp per consumer, each into its own TMEM columns",
 )
 
@@ -190,17 +185,14 @@ CHECKS["blackwell"].update(
 
 
 # ---- Hopper steps 7-10: producer/consumer warpgroups, setmaxnreg, deeper pipeline, multicast, two consumers ----
-_WGMMA_CALL = re.compile(r"wgmma\.mma_async|ptx_wgmma_\w*mma_async")
-
-
 def _producer_and_consumers(art: Artifacts, _: Launch) -> bool:
     """TMA loads and wgmmas are issued by disjoint, non-empty sets of warps."""
-    loaders, multipliers = _issuing_warps(art, _TMA_LOAD_CALL), _issuing_warps(art, _WGMMA_CALL)
+    loaders, multipliers = issuing_warps(art, lint.TMA_LOAD), issuing_warps(art, lint.WGMMA)
     return bool(loaders) and bool(multipliers) and not (loaders & multipliers)
 
 
 def _two_consumer_warpgroups(art: Artifacts, _: Launch) -> bool:
-    return len({warp // 4 for warp in _issuing_warps(art, _WGMMA_CALL)}) >= 2
+    return len({warp // 4 for warp in issuing_warps(art, lint.WGMMA)}) >= 2
 
 
 SETMAXREG = Check(

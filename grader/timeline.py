@@ -22,7 +22,7 @@ bounds it (CAPACITY stamps); a full buffer is flagged, and the stamps kept are t
 
 From stamps to the events `notebooks/figures.py` draws ({warp_role, event, stage, t_ns}, see
 figures.protocol_events), per warp role (producer: the warps that issue TMA loads; consumer(s): the
-warpgroups that issue wgmma; features._issuing_warps reads that from the source):
+warpgroups that issue wgmma; features.issuing_warps reads that from the source):
   wait      a role's wait on a barrier, begin to end; stage = the barrier's index in its ring
   mma       a consumer's K tile: its wait on the full barrier tma2mma[s] ends -> it arrives on the
             empty barrier mma2tma[s] (releases the stage; with a wgmma group left in flight this is
@@ -171,8 +171,8 @@ def warp_roles(cuda_source: str) -> dict[int, str]:
     """warp -> producer / consumer / consumer i / warpgroup, from which warps issue TMA loads and wgmma."""
     found = re.search(r"__launch_bounds__\((\d+)", cuda_source)
     art = SimpleNamespace(cuda_source=cuda_source, threads_per_cta=int(found.group(1)) if found else 128)
-    loaders = features._issuing_warps(art, features._TMA_LOAD_CALL)
-    multipliers = features._issuing_warps(art, features._WGMMA_CALL)
+    loaders = features.issuing_warps(art, protocol_lint.TMA_LOAD)
+    multipliers = features.issuing_warps(art, protocol_lint.WGMMA)
     roles = {w: "producer" for w in loaders - multipliers}
     groups = sorted({w // 4 for w in multipliers - loaders})
     for i, group in enumerate(groups):
