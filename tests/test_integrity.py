@@ -67,6 +67,15 @@ def test_a_kernel_that_works_only_into_a_poisoned_output_passes_the_cpu_grade(tm
     assert any("did not simulate this kernel: it uses control flow that depends on data" in n for n in result.notes)
 
 
+@pytest.mark.parametrize("k_loop", ["range(K_TILES - 1)", "range(min(K_TILES, 2048 // BLK_K))"],
+                         ids=["one-tile-short", "ignores-k-beyond-2048"])
+def test_a_k_loop_that_stops_early_fails_the_static_checks(tmp_path, k_loop):
+    # the same kernels reach the GPU with the static checks set aside in tests/test_integrity_gpu.py
+    result = _grade(_tree(tmp_path, 3, _solution(3).replace("range(K_TILES)", k_loop)), 3)
+    assert result.features == "failed", result.problems
+    assert any("K tile" in p for p in result.problems), result.problems
+
+
 _TMA_LOADS_AND_WAIT = re.compile(r"( +)if warp_id == 0:\n +if T\.cuda\.elect_sync\(\):\n +T\.ptx\.mbarrier\.arrive\."
                                  r"expect_tx(?:.*\n)*? +phase_tma = phase_tma \^ 1\n")
 _STEP3_LOADS = """Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])

@@ -33,8 +33,8 @@ def _config(tree) -> Config:
 
 def _outcome(result) -> str:
     if result.correctness == "failed":
-        hung = any("did not finish" in p or "deadlock" in p for p in result.problems)
-        return "hang" if hung else "wrong"
+        first = result.problems[0] if result.problems else ""
+        return "hang" if "did not finish" in first else "fault" if "CUDA error" in first else "wrong"
     return "slow" if result.speed == "failed" else "passed"
 
 
