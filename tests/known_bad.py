@@ -25,7 +25,7 @@ class Variant:
     step: int
     pattern: str  # a regular expression over the step's reference solution
     replacement: str  # re.sub replacement (group references allowed)
-    # Hopper: what it did on an H100 (2026-11-24, table in docs/measurements.md); Blackwell: expected.
+    # Hopper: what it did on an H100 (2026-11-24, docs/measurements.md, one-off runner column); Blackwell: expected.
     # hang | wrong | slow | fault (the kernel stops with a CUDA error) | race (breaks the memory model, yet
     # came out right there: rejected for what the PTX ISA allows, not for what one run showed) |
     # redundant (the same work issued by 32 threads: right, and no slower at the timed shape)
