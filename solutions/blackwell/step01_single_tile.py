@@ -81,8 +81,8 @@ def hgemm_v1(M, N, K):
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
-        m_st = T.meta_var(bx * BLK_M)
-        n_st = T.meta_var(by * BLK_N)
+        m_st = T.meta_var(0)  # the one tile starts at row 0 of A and D ...
+        n_st = T.meta_var(0)  # ... and at row 0 of B, column 0 of D
         phase_mma: T.int32
         phase_mma = 0
 

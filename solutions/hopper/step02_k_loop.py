@@ -67,8 +67,8 @@ def hgemm_v2(M, N, K):
         Bsmem = pool.alloc((BLK_N, BLK_K), b_type, layout=B_layout)
         pool.commit()
 
-        m_st = T.meta_var(bx * BLK_M)
-        n_st = T.meta_var(by * BLK_N)
+        m_st = T.meta_var(0)  # the one tile starts at row 0 of A and D ...
+        n_st = T.meta_var(0)  # ... and at row 0 of B, column 0 of D
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
