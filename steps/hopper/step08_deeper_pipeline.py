@@ -71,11 +71,13 @@ def hgemm_v8(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
     K_TILES = K // BLK_K
-    # TODO 8.1: the number of stages
-    #   One stage of A and B is 32 KiB, Dsmem 32 KiB, and a CTA may use 227 KiB of shared memory (the
-    #   barriers take a few bytes more). Step 7's two stages let the producer be one K tile ahead; take
-    #   as many as fit. Nothing else in the rings changes: every PipelineState wraps at PIPE_DEPTH.
-    todo("8.1 the number of stages")
+    # TODO 8.1: as many stages as shared memory holds
+    #   Step 7's two stages let the producer be one K tile ahead; take as many as fit. Name the budget
+    #   (SMEM_PER_CTA: what one CTA may use), what the epilogue takes of it (EPILOGUE_SMEM: the Dsmem tile,
+    #   and the barriers below the 1024-aligned tiles), and derive PIPE_DEPTH from them and the bytes of one
+    #   stage, so that a later step that changes a tile changes the depth with it. Trap: count in bytes of
+    #   fp16. Nothing else in the rings changes: every PipelineState wraps at PIPE_DEPTH.
+    todo("8.1 as many stages as shared memory holds")
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
 

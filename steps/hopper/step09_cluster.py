@@ -90,7 +90,9 @@ def hgemm_v9(M, N, K, sm_count):
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     K_TILES = K // BLK_K
-    PIPE_DEPTH = 6  # 6 x 32 KiB of stages + 32 KiB of Dsmem = 224 KiB of the 227 KiB a CTA may use
+    SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
+    EPILOGUE_SMEM = BLK_M * BLK_N * 2 + 1024  # Dsmem, and the 1 KiB the barriers take below the tiles
+    PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
 

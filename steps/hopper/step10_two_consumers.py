@@ -85,25 +85,26 @@ def hgemm_v10(M, N, K, sm_count):
     acc_type = tvm.DataType("float32")
 
     BLK_M, BLK_N, BLK_K = 128, 256, 64
-    NUM_CONSUMERS = 2
-    CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
     CLUSTER = 2  # CTAs per cluster, stacked along M
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     K_TILES = K // BLK_K
-    PIPE_DEPTH = 4
-    EPI_N = 128  # columns per TMA store: each consumer writes its 64x256 rows in two halves
-    PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
+    # TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that leave room for
+    #   NUM_CONSUMERS consumer warpgroups split the BLK_M rows of the CTA tile (CONSUMER_ROWS each); each
+    #   has its own accumulator and its own Dsmem staging tile of EPI_N columns. Step 8's rule sizes the
+    #   ring: EPILOGUE_SMEM is what the staging tiles and the barriers take of SMEM_PER_CTA, and PIPE_DEPTH
+    #   is the most whole stages that fit in the rest. Trap: a stage is now 48 KiB, so whole-width staging
+    #   tiles cost a whole stage (level 2 of the hint has what each choice measured). Registers: the
+    #   setmaxnreg split (PRODUCER_REGS, CONSUMER_REGS) must now fit three warpgroups in the 64K file.
+    todo("10.1 the consumers' rows, staging tiles and registers, and the stages that leave room for")
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
-    # TODO 10.1: a staging layout per consumer
-    #   Each consumer writes back its own rows, so each needs its own staging tile in Dsmem, with a
-    #   leading consumer dimension. Budget: four 48 KiB stages take 192 KiB of the 227 KiB a CTA may
-    #   use, so a whole 64x256 fp16 tile per consumer (64 KiB for two) does not fit: stage EPI_N
-    #   columns at a time. Same 128B-swizzled layout family as before.
-    todo("10.1 a staging layout per consumer")
+    # TODO 10.2: a staging layout per consumer
+    #   Each consumer writes back its own rows, so each needs its own staging tile in Dsmem (TODO 10.1's
+    #   CONSUMER_ROWS x EPI_N), with a leading consumer dimension. Same 128B-swizzled layout family as before.
+    todo("10.2 a staging layout per consumer")
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
 
     @T.prim_func
@@ -117,10 +118,10 @@ def hgemm_v10(M, N, K, sm_count):
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
         rank = T.cta_id_in_cluster([CLUSTER])
-        # TODO 10.2: a producer and NUM_CONSUMERS consumer warpgroups
+        # TODO 10.3: a producer and NUM_CONSUMERS consumer warpgroups
         #   Warpgroup 0 stays the producer; warpgroups 1 .. NUM_CONSUMERS are consumers (384 threads).
         #   The register split still fits: 128 x (PRODUCER_REGS + 2 x CONSUMER_REGS) <= 64K registers.
-        todo("10.2 a producer and NUM_CONSUMERS consumer warpgroups")
+        todo("10.3 a producer and NUM_CONSUMERS consumer warpgroups")
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
 
@@ -131,19 +132,19 @@ def hgemm_v10(M, N, K, sm_count):
         pool.move_base_to(1024)
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
-        # TODO 10.3: the staging buffer
-        #   Allocate Dsmem with the shape of TODO 10.1's layout.
-        todo("10.3 the staging buffer")
+        # TODO 10.4: the staging buffer
+        #   Allocate Dsmem with the shape of TODO 10.2's layout.
+        todo("10.4 the staging buffer")
         pool.commit()
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
         tma2mma.init(1)
-        # TODO 10.4: the empty ring counts every consumer of the cluster
+        # TODO 10.5: the empty ring counts every consumer of the cluster
         #   A stage is free when every consumer that reads it, in both CTAs, has released it; each consumer
         #   warpgroup still releases with one thread on both CTAs' barriers, as in step 9 (code unchanged).
         #   Trap: step 9's count now completes a phase after half of the releases: a stage is refilled
         #   while the other consumers still read it.
-        todo("10.4 the empty ring counts every consumer of the cluster")
+        todo("10.5 the empty ring counts every consumer of the cluster")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cluster_sync()
@@ -180,35 +181,35 @@ def hgemm_v10(M, N, K, sm_count):
         else:
             # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
-            # TODO 10.5: which consumer this warpgroup is
+            # TODO 10.6: which consumer this warpgroup is, and its accumulator
             #   A name for this warpgroup's consumer index, 0 .. NUM_CONSUMERS - 1, from its warpgroup index
-            #   (a compile-time expression, like m_st: T.meta_var).
-            todo("10.5 which consumer this warpgroup is")
+            #   (a compile-time expression, like m_st: T.meta_var); and the registers that hold this consumer's
+            #   CONSUMER_ROWS x BLK_N fp32 accumulator, spread over the warpgroup's 128 threads.
+            todo("10.6 which consumer this warpgroup is, and its accumulator")
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
-            acc = T.alloc_local((CONSUMER_ROWS * BLK_N // 128,), acc_type)
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            # TODO 10.6: this consumer's rows of A
+            # TODO 10.7: this consumer's rows of A
             #   Consumer c multiplies rows c * CONSUMER_ROWS .. + CONSUMER_ROWS of the A tile with the whole B
             #   tile: its A descriptor starts at its first row of stage 0 (B's stays at row 0).
-            todo("10.6 this consumer's rows of A")
+            todo("10.7 this consumer's rows of A")
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
             while tile_scheduler.valid():
                 for k in range(K_TILES):
                     tma2mma.wait(consume.stage, consume.phase)
-                    # TODO 10.7: stage offsets of A and B
+                    # TODO 10.8: stage offsets of A and B
                     #   A stage of A is still 128 rows (16 KiB), but a stage of B is now BLK_N = 256 rows, twice the
                     #   bytes: the two operands need different per-stage descriptor offsets (STAGE_DESC_STEP is 16 KiB in
                     #   descriptor units; uint64 as before). Trap: step 9's one offset for both reads the wrong B stage.
-                    todo("10.7 stage offsets of A and B")
+                    todo("10.8 stage offsets of A and B")
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
-                        # TODO 10.8: one m64n256 wgmma per K=16 slice
+                        # TODO 10.9: one m64n256 wgmma per K=16 slice
                         #   Each consumer's 64x256 slice of the tile is ONE wgmma per K=16 slice (kernel_helpers.hopper has
                         #   the m64n256k16 helper, same arguments as before): the wider instruction reads B once for 256
                         #   columns. The first slice of each tile still overwrites the accumulator.
-                        todo("10.8 one m64n256 wgmma per K=16 slice")
+                        todo("10.9 one m64n256 wgmma per K=16 slice")
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
@@ -228,7 +229,7 @@ def hgemm_v10(M, N, K, sm_count):
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                # TODO 10.9: each consumer stores its rows, half by half, on its own named barrier
+                # TODO 10.10: each consumer stores its rows, half by half, on its own named barrier
                 #   For each of the BLK_N // EPI_N column halves: warp 0 waits until this consumer's previous store
                 #   has read its Dsmem tile; the consumer's 128 threads sync; each writes the half's accumulator
                 #   registers (64 a thread, the m64 fragment rows) into its Dsmem tile; proxy fence; sync; one
@@ -236,7 +237,7 @@ def hgemm_v10(M, N, K, sm_count):
                 #   Trap: named barrier ids count threads, not warpgroups: if both consumers sync on the same id, a
                 #   bar.sync of 128 completes with a mix of both, and one consumer overwrites Dsmem too early. Give
                 #   each consumer its own id (EPILOGUE_BAR + its index; never 0, the CTA-wide barrier).
-                todo("10.9 each consumer stores its rows, half by half, on its own named barrier")
+                todo("10.10 each consumer stores its rows, half by half, on its own named barrier")
                 tile_scheduler.next_tile()
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away
