@@ -80,15 +80,19 @@ def hgemm_v10(M, N, K, sm_count):
     acc_type = tvm.DataType("float32")
     BLK_M, BLK_N, BLK_K = 128, 128, 64  # per CTA
     K_TILES = K // BLK_K
-    PIPE_DEPTH = 4  # 4 x 48 KiB of A and B + 32 KiB of D: 224 KiB of the 227 KiB
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 3
     WB_THREADS = 128  # the writeback warpgroup
     WB_BARRIER = 1  # named barrier 1 + j for writeback warpgroup j (0 is the CTA barrier)
     CTA_GROUP = 2  # CTAs per cluster, and the tcgen05 cta_group
     MMA_M, MMA_N = BLK_M * CTA_GROUP, BLK_N * CTA_GROUP  # one MMA for the pair: 256 x 256
+    # >>> TODO 10.1: two consumers: what each K tile and the epilogue take, and the stages left
     NUM_CONSUMER = 2  # MMA threads, accumulators and writeback warpgroups
     TILE_BYTES_ALL = (NUM_CONSUMER * BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one CTA's loads per K tile
+    SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
+    EPILOGUE_SMEM = NUM_CONSUMER * BLK_M * EPI_N * 2 + 1024  # two Dsmem tiles, and the barriers
+    PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES_ALL  # the most whole stages that fit
+    # <<< TODO 10.1
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
@@ -113,16 +117,16 @@ def hgemm_v10(M, N, K, sm_count):
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=CTA_GROUP)  # takes the address slot
         tma2mma = TMABar(pool, PIPE_DEPTH)
         mma2tma = TCGen05Bar(pool, PIPE_DEPTH)
-        # >>> TODO 10.1: one accumulator hand-over pair per consumer
+        # >>> TODO 10.2: one accumulator hand-over pair per consumer
         mma2ld = TCGen05Bar(pool, NUM_CONSUMER)
         ld2mma = MBarrier(pool, NUM_CONSUMER)
-        # <<< TODO 10.1
+        # <<< TODO 10.2
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
-        # >>> TODO 10.2: the tiles in shared memory: one A tile and one Dsmem tile per consumer
+        # >>> TODO 10.3: the tiles in shared memory: one A tile and one Dsmem tile per consumer
         Asmem = pool.alloc((PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), a_type, layout=B_layout)
         Dsmem = pool.alloc((NUM_CONSUMER, BLK_M, EPI_N), d_type, layout=D_layout)
-        # <<< TODO 10.2
+        # <<< TODO 10.3
         pool.commit()
 
         # ---- TMEM: warp 0 of each CTA allocates all 512 columns; consumer j's accumulator is [256 j, 256 j + 256) ----
@@ -131,9 +135,9 @@ def hgemm_v10(M, N, K, sm_count):
 
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
         tma2mma.init(1)
-        # >>> TODO 10.3: stage s is free when both consumers' MMAs are done
+        # >>> TODO 10.4: stage s is free when both consumers' MMAs are done
         mma2tma.init(NUM_CONSUMER)
-        # <<< TODO 10.3
+        # <<< TODO 10.4
         mma2ld.init(1)
         ld2mma.init(WB_THREADS * CTA_GROUP)
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -144,7 +148,7 @@ def hgemm_v10(M, N, K, sm_count):
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
-        # >>> TODO 10.4: the scheduler walks 512x256 cluster tiles
+        # >>> TODO 10.5: the scheduler walks 512x256 cluster tiles
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=M // (MMA_M * NUM_CONSUMER), num_n_tiles=N // MMA_N,
             l2_group_size=8, num_clusters=sm_count // CTA_GROUP)
@@ -152,10 +156,10 @@ def hgemm_v10(M, N, K, sm_count):
         m_st = T.meta_var((tile_scheduler.m_idx * NUM_CONSUMER * CTA_GROUP + cbx) * BLK_M)  # + j * 256
         n_st = T.meta_var((tile_scheduler.n_idx * CTA_GROUP + cbx) * BLK_N)
         d_n_st = T.meta_var(tile_scheduler.n_idx * MMA_N)
-        # <<< TODO 10.4
+        # <<< TODO 10.5
 
         # ---- TMA producer: warpgroup 2, warp 3, one thread, in each CTA ----
-        # >>> TODO 10.5: the producer moves to warpgroup 2 and loads one A tile per consumer
+        # >>> TODO 10.6: the producer moves to warpgroup 2 and loads one A tile per consumer
         if wg_id == NUM_CONSUMER:
             if warp_id == 3:
                 tma_state = PipelineState(PIPE_DEPTH, 1)  # producer: stages start free
@@ -176,10 +180,10 @@ def hgemm_v10(M, N, K, sm_count):
                                           dispatch="tma_auto", mbar=bar_cta0, cta_group=CTA_GROUP)
                             tma_state.advance()
                         tile_scheduler.next_tile()
-        # <<< TODO 10.5
+        # <<< TODO 10.6
 
         # ---- MMA issuers: warpgroup 2, warps j = 0 and 1, one thread each, in CTA 0 only ----
-        # >>> TODO 10.6: two MMA issuers, one accumulator each
+        # >>> TODO 10.7: two MMA issuers, one accumulator each
         if wg_id == NUM_CONSUMER:
             if warp_id < NUM_CONSUMER:
                 mma_state = PipelineState(PIPE_DEPTH, 0)  # consumer of tma2mma
@@ -201,10 +205,10 @@ def hgemm_v10(M, N, K, sm_count):
                                 mma_state.advance()
                             mma2ld.arrive(warp_id, cta_group=CTA_GROUP, cta_mask=3)  # both CTAs' accumulators
                             tile_scheduler.next_tile()
-        # <<< TODO 10.6
+        # <<< TODO 10.7
 
         # ---- writeback j: warpgroup j = 0, 1, 128 threads, thread t owns row t ----
-        # >>> TODO 10.7: two writeback warpgroups, each with its own accumulator, Dsmem and barrier id
+        # >>> TODO 10.8: two writeback warpgroups, each with its own accumulator, Dsmem and barrier id
         if wg_id < NUM_CONSUMER:
             wb_state = PipelineState(1, 0)  # consumer of mma2ld
             Dreg = T.alloc_local((EPI_N,), acc_type)
@@ -240,7 +244,7 @@ def hgemm_v10(M, N, K, sm_count):
             # the last TMA store has finished before the CTA frees TMEM and exits
             if warp_id == 0:
                 T.ptx.cp.async_.bulk.wait_group(0)
-        # <<< TODO 10.7
+        # <<< TODO 10.8
 
         # ---- teardown: both CTAs are done; warp 0 of each CTA frees the pair's TMEM ----
         T.cuda.cluster_sync()

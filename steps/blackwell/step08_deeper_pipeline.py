@@ -1,9 +1,11 @@
 """Step 8 (Blackwell): a deeper pipeline.
 
-Step 7's roles and barriers, with four shared-memory stages instead of two. With two stages the
+Step 7's roles and barriers, with six shared-memory stages instead of two. With two stages the
 TMA thread can be at most one K tile ahead of the MMA: a load that takes longer than one K tile's
-MMAs (about 0.2 us at 128x128x64) stalls the tensor core. Four stages (4 x 32 KiB of A and B) let
-the loads run three K tiles ahead. Nothing else changes: the stage and phase of every barrier come
+MMAs (about 0.2 us at 128x128x64) stalls the tensor core. Six stages (6 x 32 KiB of A and B, the
+most that fit beside Dsmem in the 227 KiB a CTA may use, computed from the tile sizes) let the
+loads run five K tiles ahead. The public B200 solutions of this step use four; six is not measured
+(no Blackwell GPU here). Nothing else changes: the stage and phase of every barrier come
 from the same PipelineStates, which wrap at PIPE_DEPTH.
 """
 
@@ -25,7 +27,7 @@ def hgemm_v8(M, N, K, sm_count):
     ClusterPersistentScheduler2D's L2-grouped order, as in step 6; each role keeps its own copy of
     the scheduler and walks the same tiles, so all roles agree on the number of tiles and of K tiles.
     Roles and data path, per output tile (stage s and its phase come from a PipelineState that
-    counts K tiles from the first tile of the CTA on, PIPE_DEPTH = 4 stages):
+    counts K tiles from the first tile of the CTA on, PIPE_DEPTH = 6 stages):
         TMA producer (warpgroup 1, warp 3, one elected thread): for each K tile: wait mma2tma[s]
             (stage s is free) --> mbarrier.arrive.expect_tx(tma2mma[s], 32768) --> TMA A, B tiles
             --> Asmem[s], Bsmem[s] (128B swizzle).
@@ -43,9 +45,9 @@ def hgemm_v8(M, N, K, sm_count):
         | barrier     | count | who arrives                          | who waits            | starting phase |
         |-------------|-------|--------------------------------------|----------------------|----------------|
         | tma2mma[s]  | 1     | TMA thread: arrive.expect_tx(32768); | MMA thread           | 0 (consumer)   |
-        | s = 0..3    | + tx  | the two TMA loads complete_tx        |                      |                |
+        | s = 0..5    | + tx  | the two TMA loads complete_tx        |                      |                |
         | mma2tma[s]  | 1     | MMA thread: tcgen05.commit           | TMA thread           | 1 (producer:   |
-        | s = 0..3    |       | (cta_group::1, unicast) per K tile   |                      | stages start   |
+        | s = 0..5    |       | (cta_group::1, unicast) per K tile   |                      | stages start   |
         |             |       |                                      |                      | free)          |
         | mma2ld      | 1     | MMA thread: tcgen05.commit after the | all 128 writeback    | 0 (consumer)   |
         |             |       | last K tile of each output tile      | threads              |                |
@@ -83,16 +85,18 @@ def hgemm_v8(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     K_TILES = K // BLK_K
     TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
-    # TODO 8.1: the number of stages
-    #   One stage of A and B is 32 KiB, Dsmem 16 KiB, and a CTA may use 227 KiB of shared memory.
-    #   Two stages let the loads be one K tile ahead; the public B200 solutions use four. Nothing
-    #   else changes: every PipelineState wraps at PIPE_DEPTH, and the shared-memory slot follows
-    #   the barrier stage.
-    todo("8.1 the number of stages")
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 2
     WB_THREADS = 128  # the writeback warpgroup
     WB_BARRIER = 1  # named barrier id of the writeback warpgroup (0 is the CTA barrier)
+    # TODO 8.1: as many stages as shared memory holds
+    #   Step 7's two stages let the loads be one K tile ahead; take as many as fit. Name the budget
+    #   (SMEM_PER_CTA: what one CTA may use), what the epilogue takes of it (EPILOGUE_SMEM: the Dsmem tile,
+    #   and the barriers below the 1024-aligned tiles), and derive PIPE_DEPTH from them and the bytes of one
+    #   stage, so that a later step that changes a tile changes the depth with it. Trap: count in bytes of
+    #   fp16. Nothing else changes: every PipelineState wraps at PIPE_DEPTH, and the shared-memory slot
+    #   follows the barrier stage.
+    todo("8.1 as many stages as shared memory holds")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))

@@ -28,7 +28,7 @@ def hgemm_v9(M, N, K, sm_count):
     In cluster tile (m_idx, n_idx) CTA cbx loads A rows a_st = (2 m_idx + cbx) * 128 and B rows
     b_st = (2 n_idx + cbx) * 128, and writes D[a_st : +128, n_idx * 256 : +256].
     Roles and data path, per cluster tile (stage s and phases from PipelineStates as in step 8,
-    PIPE_DEPTH = 4):
+    PIPE_DEPTH = 6, the most that fit as in step 8):
         TMA producer (each CTA: warpgroup 1, warp 3, one thread): for each K tile: wait its own
             mma2tma[s] --> CTA 0 only: mbarrier.arrive.expect_tx(tma2mma[s], 65536 = the bytes of
             BOTH CTAs' loads) --> TMA (cta_group::2) of its A and B tiles --> its Asmem[s],
@@ -84,11 +84,13 @@ def hgemm_v9(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64  # per CTA
     K_TILES = K // BLK_K
     TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
-    PIPE_DEPTH = 4  # 4 x 32 KiB of A and B + 16 KiB of D: 144 KiB of the 227 KiB
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 2
     WB_THREADS = 128  # the writeback warpgroup
     WB_BARRIER = 1  # named barrier id of the writeback warpgroup (0 is the CTA barrier)
+    SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
+    EPILOGUE_SMEM = BLK_M * EPI_N * 2 + 1024  # Dsmem, and the 1 KiB the barriers take below the tiles
+    PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES  # the most whole stages that fit
     # TODO 9.1: the pair's MMA shape
     #   CTA_GROUP CTAs per cluster (2). The MMA's M is the pair's rows of A (BLK_M from each CTA)
     #   and its N the pair's rows of B (BLK_N from each CTA): both twice a CTA's.

@@ -82,15 +82,19 @@ def hgemm_v10(M, N, K, sm_count):
     acc_type = tvm.DataType("float32")
     BLK_M, BLK_N, BLK_K = 128, 128, 64  # per CTA
     K_TILES = K // BLK_K
-    PIPE_DEPTH = 4  # 4 x 48 KiB of A and B + 32 KiB of D: 224 KiB of the 227 KiB
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 3
     WB_THREADS = 128  # the writeback warpgroup
     WB_BARRIER = 1  # named barrier 1 + j for writeback warpgroup j (0 is the CTA barrier)
     CTA_GROUP = 2  # CTAs per cluster, and the tcgen05 cta_group
     MMA_M, MMA_N = BLK_M * CTA_GROUP, BLK_N * CTA_GROUP  # one MMA for the pair: 256 x 256
-    NUM_CONSUMER = 2  # MMA threads, accumulators and writeback warpgroups
-    TILE_BYTES_ALL = (NUM_CONSUMER * BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one CTA's loads per K tile
+    # TODO 10.1: two consumers: what each K tile and the epilogue take, and the stages left
+    #   NUM_CONSUMER MMA threads each accumulate their own 256 rows of the pair: every K tile now brings
+    #   one A tile per consumer and the shared B tile into each CTA (TILE_BYTES_ALL, what the producer
+    #   arms the barrier with), and each consumer's writeback stages its own Dsmem tile. Size the ring with
+    #   step 8's rule (SMEM_PER_CTA, EPILOGUE_SMEM, PIPE_DEPTH). Trap: a stage grows to 48 KiB, so the ring
+    #   shrinks; the depth must stay the most whole stages that fit, or the kernel does not launch.
+    todo("10.1 two consumers: what each K tile and the epilogue take, and the stages left")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
@@ -115,17 +119,17 @@ def hgemm_v10(M, N, K, sm_count):
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=CTA_GROUP)  # takes the address slot
         tma2mma = TMABar(pool, PIPE_DEPTH)
         mma2tma = TCGen05Bar(pool, PIPE_DEPTH)
-        # TODO 10.1: one accumulator hand-over pair per consumer
+        # TODO 10.2: one accumulator hand-over pair per consumer
         #   mma2ld and ld2mma get one slot per consumer (depth NUM_CONSUMER); slot j belongs to
         #   consumer j. Their counts stay those of step 9.
-        todo("10.1 one accumulator hand-over pair per consumer")
+        todo("10.2 one accumulator hand-over pair per consumer")
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
-        # TODO 10.2: the tiles in shared memory: one A tile and one Dsmem tile per consumer
+        # TODO 10.3: the tiles in shared memory: one A tile and one Dsmem tile per consumer
         #   Each stage now holds two A tiles, one 128x64 tile per consumer (consumer j multiplies the j-th block
         #   of 128 rows), and one B tile that both consumers read; the writeback chunk Dsmem gets one slot per
         #   consumer, so the two writeback warpgroups never share a buffer. The layouts above already have those
         #   shapes: allocate in the order A, B, D, each with its layout.
-        todo("10.2 the tiles in shared memory: one A tile and one Dsmem tile per consumer")
+        todo("10.3 the tiles in shared memory: one A tile and one Dsmem tile per consumer")
         pool.commit()
 
         # ---- TMEM: warp 0 of each CTA allocates all 512 columns; consumer j's accumulator is [256 j, 256 j + 256) ----
@@ -134,10 +138,10 @@ def hgemm_v10(M, N, K, sm_count):
 
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
         tma2mma.init(1)
-        # TODO 10.3: stage s is free when both consumers' MMAs are done
+        # TODO 10.4: stage s is free when both consumers' MMAs are done
         #   Both MMA threads commit onto mma2tma[s]: its count is NUM_CONSUMER. Trap: with 1 the
         #   first commit frees the stage and the producer overwrites A and B under the other MMA.
-        todo("10.3 stage s is free when both consumers' MMAs are done")
+        todo("10.4 stage s is free when both consumers' MMAs are done")
         mma2ld.init(1)
         ld2mma.init(WB_THREADS * CTA_GROUP)
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -148,36 +152,36 @@ def hgemm_v10(M, N, K, sm_count):
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
-        # TODO 10.4: the scheduler walks 512x256 cluster tiles
+        # TODO 10.5: the scheduler walks 512x256 cluster tiles
         #   num_m_tiles = M // (MMA_M x NUM_CONSUMER). Consumer 0's A rows in this CTA start at (4
         #   m_idx + cbx) x 128 (m_st); consumer j's at m_st + j x CTA_GROUP x BLK_M, so each
         #   consumer's 256 rows of the pair are contiguous. n_st and d_n_st as in step 9.
-        todo("10.4 the scheduler walks 512x256 cluster tiles")
+        todo("10.5 the scheduler walks 512x256 cluster tiles")
 
         # ---- TMA producer: warpgroup 2, warp 3, one thread, in each CTA ----
-        # TODO 10.5: the producer moves to warpgroup 2 and loads one A tile per consumer
+        # TODO 10.6: the producer moves to warpgroup 2 and loads one A tile per consumer
         #   The producer is warp 3 of warpgroup NUM_CONSUMER. Per K tile it loads A rows m_st + j x
         #   256 into Asmem[s, j] for each consumer j, and B as before, all cta_group=2 onto CTA 0's
         #   barrier; CTA 0 arms it with TILE_BYTES_ALL x CTA_GROUP. Trap: the armed bytes must equal
         #   what lands, in both CTAs together.
-        todo("10.5 the producer moves to warpgroup 2 and loads one A tile per consumer")
+        todo("10.6 the producer moves to warpgroup 2 and loads one A tile per consumer")
 
         # ---- MMA issuers: warpgroup 2, warps j = 0 and 1, one thread each, in CTA 0 only ----
-        # TODO 10.6: two MMA issuers, one accumulator each
+        # TODO 10.7: two MMA issuers, one accumulator each
         #   Warps 0 and 1 of warpgroup NUM_CONSUMER in CTA 0, one elected thread each (consumer j =
         #   warp id), both run step 9's loop over all stages with their own PipelineStates: wait
         #   ld2mma[j], MMA Asmem[s, j] x Bsmem[s] into TMEM columns [j x MMA_N, (j + 1) x MMA_N),
         #   commit onto mma2tma[s] (both do: count 2), and onto mma2ld[j] after the last K tile.
-        todo("10.6 two MMA issuers, one accumulator each")
+        todo("10.7 two MMA issuers, one accumulator each")
 
         # ---- writeback j: warpgroup j = 0, 1, 128 threads, thread t owns row t ----
-        # TODO 10.7: two writeback warpgroups, each with its own accumulator, Dsmem and barrier id
+        # TODO 10.8: two writeback warpgroups, each with its own accumulator, Dsmem and barrier id
         #   Warpgroup j = wg_id (0 or 1): step 9's writeback on mma2ld[j] and ld2mma[j], reading
         #   TMEM columns from j x MMA_N, staging in Dsmem[j], storing D rows m_st + j x CTA_GROUP x
         #   BLK_M, and syncing on its own named barrier WB_BARRIER + j. Trap: both warpgroups on one
         #   named-barrier id make a 256-thread rendezvous of a barrier counted for 128: mixed hand-
         #   offs or a hang.
-        todo("10.7 two writeback warpgroups, each with its own accumulator, Dsmem and barrier id")
+        todo("10.8 two writeback warpgroups, each with its own accumulator, Dsmem and barrier id")
 
         # ---- teardown: both CTAs are done; warp 0 of each CTA frees the pair's TMEM ----
         T.cuda.cluster_sync()
