@@ -157,7 +157,7 @@ WARP_ROLES = Check(
     "give each role its own branch on the warpgroup / warp id (producer, MMA, writeback)",
 )
 FOUR_STAGES = Check(
-    "A and B staged in >= 4 shared-memory buffers", _stages_at_least(4), "PIPE_DEPTH = 4 stages of A and B"
+    "A and B staged in >= 4 shared-memory buffers", _stages_at_least(4), "as many stages of A and B as shared memory holds (at least 4)"
 )
 CLUSTER_PAIR = Check(
     "clusters of 2 CTAs", lambda art, _: art.cluster == (2, 1, 1), "declare T.cta_id_in_cluster([2, 1])"
