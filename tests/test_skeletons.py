@@ -56,9 +56,6 @@ KNOWN_OVER = {
     ("blackwell", 6): "21/52: the import and signature, twelve generic guard/fence/cta_sync lines that step 5's "
     "barrier init and teardown hold, and step 5's TMEM writeback re-indented into the tile loop; even with "
     "the whole tile loop as one TODO it stays at 14/52",
-    ("hopper", 7): "29/69: seven unchanged imports that the rewritten module docstring shifts out of "
-    "alignment, the signature, two constants and step 6's writeback re-indented under the consumer role; "
-    "under 25% only with the whole consumer role (step 6's writeback included) as one TODO",
 }
 
 
