@@ -6,6 +6,7 @@ functions turn them into matplotlib figures. Nothing here needs a GPU.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
 import re
@@ -337,11 +338,28 @@ def code_diff(previous: Path, current: Path) -> str:
 
 
 def constant(path: Path, name: str) -> int:
-    """An integer constant assigned at the kernel's top level (`PIPE_DEPTH = 4`)."""
-    found = re.search(rf"^\s*{name}\s*=\s*(\d+)\b", path.read_text(), re.MULTILINE)
-    if not found:
+    """An integer constant of the step's hgemm_vN, literal (`PIPE_DEPTH = 4`) or computed from earlier
+    constants (`PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES`): its top-level assignments
+    are evaluated in order, on integers only; those that need the shape (M, N, K) are left out."""
+    tree = ast.parse(path.read_text())
+    function = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("hgemm_v")), None)
+    values: dict[str, object] = {}
+    for statement in function.body if function else []:
+        if not isinstance(statement, ast.Assign):
+            continue
+        try:
+            value = eval(compile(ast.Expression(statement.value), str(path), "eval"), {"__builtins__": {}}, dict(values))
+        except Exception:  # a shape-dependent or non-arithmetic assignment (K_TILES = K // BLK_K, dtypes)
+            continue
+        for target in statement.targets:
+            names = target.elts if isinstance(target, ast.Tuple) else [target]
+            parts = value if isinstance(target, ast.Tuple) else [value]
+            for node, part in zip(names, parts):
+                if isinstance(node, ast.Name):
+                    values[node.id] = part
+    if not isinstance(values.get(name), int):
         raise ValueError(f"{path.name} assigns no integer {name}")
-    return int(found.group(1))
+    return values[name]
 
 
 def grep(text: str, pattern: str, limit: int = 8) -> str:

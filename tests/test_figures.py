@@ -156,4 +156,14 @@ def test_code_diff_shows_only_code(tmp_path: Path):
     before.write_text('"""doc one"""\nx = 1\n# comment\n')
     after.write_text('"""doc two"""\nx = 2\n# other comment\n')
     assert figures.code_diff(before, after).splitlines()[2:] == ["@@ -1 +1 @@", "-x = 1", "+x = 2"]
-    assert figures.constant(after, "x") == 2
+
+
+def test_a_constant_is_read_literal_or_computed_from_earlier_ones(tmp_path: Path):
+    step = tmp_path / "step08.py"
+    step.write_text("def hgemm_v8(M, N, K):\n    BLK_M, BLK_K = 128, 64\n    K_TILES = K // BLK_K\n"
+                    "    BUDGET = 1000\n    PIPE_DEPTH = (BUDGET - 200) // (BLK_M + BLK_K)\n    NAME = 'x'\n")
+    assert figures.constant(step, "BLK_M") == 128
+    assert figures.constant(step, "PIPE_DEPTH") == 4
+    for missing in ("K_TILES", "NAME", "EPI_N"):  # needs the shape, is not an integer, is not there
+        with pytest.raises(ValueError, match=f"assigns no integer {missing}"):
+            figures.constant(step, missing)
