@@ -340,7 +340,8 @@ def code_diff(previous: Path, current: Path) -> str:
 def constant(path: Path, name: str) -> int:
     """An integer constant of the step's hgemm_vN, literal (`PIPE_DEPTH = 4`) or computed from earlier
     constants (`PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES`): its top-level assignments
-    are evaluated in order, on integers only; those that need the shape (M, N, K) are left out."""
+    are evaluated in order, with no builtins and only the constants before them in scope; those that
+    need the shape (M, N, K) or TVM are left out."""
     tree = ast.parse(path.read_text())
     function = next((node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name.startswith("hgemm_v")), None)
     values: dict[str, object] = {}

@@ -87,7 +87,7 @@ def hgemm_v10(M, N, K, sm_count):
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     K_TILES = K // BLK_K
-    # >>> TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that leave room for
+    # >>> TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that fit beside them
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
     EPI_N = 128  # columns per TMA store: each consumer writes its 64x256 rows in two halves

@@ -89,14 +89,14 @@ def hgemm_v10(M, N, K, sm_count):
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     K_TILES = K // BLK_K
-    # TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that leave room for
+    # TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that fit beside them
     #   NUM_CONSUMERS consumer warpgroups split the BLK_M rows of the CTA tile (CONSUMER_ROWS each); each
     #   has its own accumulator and its own Dsmem staging tile of EPI_N columns. Step 8's rule sizes the
     #   ring: EPILOGUE_SMEM is what the staging tiles and the barriers take of SMEM_PER_CTA, and PIPE_DEPTH
     #   is the most whole stages that fit in the rest. Trap: a stage is now 48 KiB, so whole-width staging
     #   tiles cost a whole stage (level 2 of the hint has what each choice measured). Registers: the
     #   setmaxnreg split (PRODUCER_REGS, CONSUMER_REGS) must now fit three warpgroups in the 64K file.
-    todo("10.1 the consumers' rows, staging tiles and registers, and the stages that leave room for")
+    todo("10.1 the consumers' rows, staging tiles and registers, and the stages that fit beside them")
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
