@@ -1,8 +1,7 @@
 """Skeletons that teach (issue 14), over every step present in both trees, both tracks.
 
 - A skeleton holds as code at most 25% of the code lines its solution adds to the previous solution
-  (the rule of ../shared/tools/skeleton_metrics.py, in skeleton_measure.py), except the steps named in
-  KNOWN_OVER below (strict xfails).
+  (the rule of ../shared/tools/skeleton_metrics.py, in skeleton_measure.py).
 - No skeleton comment holds a solution code line of 20 or more non-blank characters.
 - Every TODO of every skeleton has its hints (levels 1-2) and its marked solution region (level 3),
   with the same numbering and titles in all three files, and `make hint` prints them.
@@ -47,26 +46,12 @@ def _skeleton_todos(track: str, step: int) -> list[tuple[int, str]]:
     return [(int(found.group(3)), found.group(4)) for found in _TODO_BLOCK.finditer(text)]
 
 
-# Steps still over 25% under this rule, with what keeps them there. Strict xfail: fixing one of them
-# fails the test until it is taken off this list.
-KNOWN_OVER = {
-    ("blackwell", 2): "7/18: the signature, K_TILES and five generic lines (the proxy fence, cta_sync, the tcgen05 "
-    "fence after sync, `if warp_id == 0:`) that step 1's barrier init and teardown hold in the skeleton; the "
-    "whole K loop is already one TODO",
-    ("blackwell", 6): "21/52: the import and signature, twelve generic guard/fence/cta_sync lines that step 5's "
-    "barrier init and teardown hold, and step 5's TMEM writeback re-indented into the tile loop; even with "
-    "the whole tile loop as one TODO it stays at 14/52",
-}
-
-
 @pytest.mark.parametrize("track,step", [p for p in _pairs() if p[1] > 1 and (p[0], p[1] - 1) in _pairs()])
-def test_skeleton_gives_at_most_a_quarter_of_the_idea(track, step, request):
+def test_skeleton_gives_at_most_a_quarter_of_the_idea(track, step):
     previous = REPO / "solutions" / track / STEPS[track][step - 1].file_name
     solution, skeleton = _paths(track, step)
     idea, given = given_lines(previous, solution, skeleton)
     assert idea, "the solution adds no code to the previous step's"
-    if (track, step) in KNOWN_OVER:
-        request.applymarker(pytest.mark.xfail(reason=KNOWN_OVER[(track, step)], strict=True))
     assert len(given) / len(idea) <= MAX_GIVEN_SHARE, f"{len(given)}/{len(idea)} idea lines given:\n" + "\n".join(given)
 
 

@@ -4,7 +4,9 @@ The whole problem is a single tile: every thread copies A and B into swizzled sh
 one thread asks the tensor core for D = A @ B^T with `tcgen05.mma`, the result lands in
 tensor memory (TMEM), and the warpgroup reads it back into registers and writes it out.
 The lesson is the Blackwell data path and its one completion signal: `tcgen05.commit`
-arriving on an mbarrier.
+arriving on an mbarrier. The three parts of a K tile (load_k_tile, mma_k_tile, wait_mma) and
+the writeback (store_tile) are named `@T.inline` helpers: the later steps call them in a loop
+and change what is inside them, so each step's diff shows its idea, not re-indented code.
 """
 
 import tvm
@@ -86,45 +88,59 @@ def hgemm_v1(M, N, K):
         phase_mma: T.int32
         phase_mma = 0
 
-        # ---- load: every thread copies part of A and B (generic proxy stores) ----
-        # >>> TODO 1.1: load the A and B tiles into shared memory for the MMA
-        Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, 0:BLK_K])
-        Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, 0:BLK_K])
-        # the MMA reads shared memory through the async proxy: fence, then sync
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
-        T.ptx.tcgen05.fence__after_thread_sync()
-        # <<< TODO 1.1
+        # ---- one K tile in three parts (inline helpers: later steps change what they do) ----
+        # every thread copies its part of the K tile that starts at column k_st of A and B
+        @T.inline
+        def load_k_tile(k_st):
+            # >>> TODO 1.1: load the A and B tiles into shared memory for the MMA
+            Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
+            Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
+            # the MMA reads shared memory through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+            # <<< TODO 1.1
 
-        # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits to mma_bar ----
-        # >>> TODO 1.2: one thread issues the MMA and commits it onto mma_bar
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
-                              accum=False, dispatch="tcgen05", cta_group=1)
-                T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
-                    mma_bar.ptr_to([0]))
-        # <<< TODO 1.2
+        # one thread issues 4 x tcgen05.mma (K = 16 each) and commits them onto mma_bar
+        @T.inline
+        def mma_k_tile(accumulate):
+            # >>> TODO 1.2: one thread issues the MMA and commits it onto mma_bar
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
+                                  accum=accumulate, dispatch="tcgen05", cta_group=1)
+                    T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
+                        mma_bar.ptr_to([0]))
+            # <<< TODO 1.2
 
-        # ---- every thread waits for the MMA to finish writing TMEM ----
-        # >>> TODO 1.3: every thread waits until the accumulator is complete
-        T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
-        phase_mma = phase_mma ^ 1
-        T.ptx.tcgen05.fence__after_thread_sync()
-        # <<< TODO 1.3
+        # every thread waits for the MMA: TMEM holds the product, Asmem/Bsmem may be reused
+        @T.inline
+        def wait_mma():
+            # >>> TODO 1.3: every thread waits until the accumulator is complete
+            T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+            phase_mma = phase_mma ^ 1
+            T.ptx.tcgen05.fence__after_thread_sync()
+            # <<< TODO 1.3
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
-        # >>> TODO 1.4: write the accumulator back: TMEM -> registers -> fp16 -> D
-        Dreg = T.alloc_local((BLK_N,), acc_type)
-        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
-        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
-        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        T.ptx.tcgen05.fence__before_thread_sync()
-        Tx.cast(Dreg_f16[:], Dreg[:])
-        m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
-        Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
-        # <<< TODO 1.4
+        @T.inline
+        def store_tile():
+            # >>> TODO 1.4: write the accumulator back: TMEM -> registers -> fp16 -> D
+            Dreg = T.alloc_local((BLK_N,), acc_type)
+            Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+            Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+            Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+            T.ptx.tcgen05.wait__ld.sync.aligned()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            Tx.cast(Dreg_f16[:], Dreg[:])
+            m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
+            Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
+            # <<< TODO 1.4
+
+        load_k_tile(0)
+        mma_k_tile(False)
+        wait_mma()
+        store_tile()
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -45,8 +45,9 @@ def hgemm_v4(M, N, K):
         tcgen05.fence::after_thread_sync before they read TMEM; the elected thread issues
         tcgen05.fence::before_thread_sync before that cta_sync.
         Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
-        cta_sync before the TMA store reads Dsmem; the storing thread waits for its bulk group
-        (cp.async.bulk.wait_group 0) before the CTA syncs and exits.
+        cta_sync before the TMA store reads Dsmem; after it, warp 0 waits for its bulk group
+        (cp.async.bulk.wait_group 0: only the lane that committed the store has one) before
+        the CTA syncs and exits.
 
     Hopper twin: exercises on an H100 the same tma_bar protocol (expect_tx, byte counts, phase
     flips) and the TMA store epilogue; its MMA completion is `wgmma.wait_group`, so
@@ -59,7 +60,6 @@ def hgemm_v4(M, N, K):
     d_type = tvm.DataType("float16")
     acc_type = tvm.DataType("float32")
     BLK_M, BLK_N, BLK_K = 128, 128, 64
-    K_TILES = K // BLK_K
     # >>> TODO 4.1: the number of bytes the TMA loads deliver per K tile
     TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
     # <<< TODO 4.1
@@ -120,65 +120,76 @@ def hgemm_v4(M, N, K):
         phase_tma = 0
         # <<< TODO 4.3
 
-        # ---- K loop, run by one elected thread of warp 0 alone: load, wait, MMA, wait ----
-        # Only this thread waits on tma_bar and mma_bar: it alone makes their next phases
-        # possible, so it cannot miss one (see the protocol table).
-        # >>> TODO 4.4: the K loop in one elected thread: load, wait, MMA, wait
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                for k in T.serial(K_TILES):
-                    k_st = T.meta_var(k * BLK_K)
-                    # arm tma_bar with the byte count, then issue the two TMA loads onto it
-                    T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]),
-                                                               T.uint32(TILE_BYTES))
-                    Tx.copy_async(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K],
-                                  dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
-                    Tx.copy_async(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K],
-                                  dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
-                    T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma)
-                    phase_tma = phase_tma ^ 1
-                    T.ptx.tcgen05.fence__after_thread_sync()
+        # ---- one K tile, now all of it in one elected thread of warp 0 ----
+        # the thread arms tma_bar with the tile's byte count, issues the two TMA loads onto it
+        # and waits until the bytes have landed
+        @T.inline
+        def load_k_tile(k_st):
+            # >>> TODO 4.4: one thread loads the K tile with TMA and waits for its bytes
+            T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]), T.uint32(TILE_BYTES))
+            Tx.copy_async(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K],
+                          dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
+            Tx.copy_async(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K],
+                          dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
+            T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma)
+            phase_tma = phase_tma ^ 1
+            T.ptx.tcgen05.fence__after_thread_sync()
+            # <<< TODO 4.4
 
-                    # 4 x tcgen05.mma (K = 16 each), then commit onto mma_bar
-                    Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
-                                  accum=(k != 0), dispatch="tcgen05", cta_group=1)
-                    T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
-                        mma_bar.ptr_to([0]))
-
-                    # this K tile's MMA is done: TMEM updated, Asmem/Bsmem free for the next load
-                    T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
-                    phase_mma = phase_mma ^ 1
-                T.ptx.tcgen05.fence__before_thread_sync()
-        # <<< TODO 4.4
-
-        # ---- the other threads join here, once: the accumulator in TMEM is complete ----
-        # >>> TODO 4.5: the other threads join once the accumulator is complete
-        T.cuda.cta_sync()
-        T.ptx.tcgen05.fence__after_thread_sync()
-        # <<< TODO 4.5
+        # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
+        @T.inline
+        def mma_tile():
+            # Only the elected thread waits on tma_bar and mma_bar: it alone makes their next
+            # phases possible, so it cannot miss one (see the protocol table).
+            # >>> TODO 4.5: the K loop in one elected thread; the others join once
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    for k in T.serial(K // BLK_K):
+                        load_k_tile(k * BLK_K)
+                        # 4 x tcgen05.mma (K = 16 each), then commit onto mma_bar
+                        Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
+                                      accum=(k != 0), dispatch="tcgen05", cta_group=1)
+                        T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
+                            mma_bar.ptr_to([0]))
+                        # this K tile's MMA is done: TMEM updated, Asmem/Bsmem free for the next load
+                        T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+                        phase_mma = phase_mma ^ 1
+                    T.ptx.tcgen05.fence__before_thread_sync()
+            # the other threads join here: the accumulator in TMEM is complete
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+            # <<< TODO 4.5
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
-        Dreg = T.alloc_local((BLK_N,), acc_type)
-        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
-        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
-        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        T.ptx.tcgen05.fence__before_thread_sync()
-        Tx.cast(Dreg_f16[:], Dreg[:])
-        # >>> TODO 4.6: write D through shared memory with one TMA store
-        Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
-        # the TMA store reads Dsmem through the async proxy: fence, then sync
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
-                              dispatch="tma_auto")
-                T.ptx.cp.async_.bulk.commit_group()
-                T.ptx.cp.async_.bulk.wait_group(0)
-        # <<< TODO 4.6
+        @T.inline
+        def store_tile():
+            Dreg = T.alloc_local((BLK_N,), acc_type)
+            Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+            Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+            Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+            T.ptx.tcgen05.wait__ld.sync.aligned()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            Tx.cast(Dreg_f16[:], Dreg[:])
+            # >>> TODO 4.6: write D through shared memory with one TMA store
+            Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
+            # <<< TODO 4.6
 
-        # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
+        mma_tile()
+        store_tile()
+
+        # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
+        # >>> TODO 4.7: the store is complete before the CTA exits
+        if warp_id == 0:
+            T.ptx.cp.async_.bulk.wait_group(0)
+        # <<< TODO 4.7
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

@@ -47,8 +47,9 @@ def hgemm_v5(M, N, K):
         cta_sync after the loop (the elected thread fences with tcgen05.fence::before_thread_sync
         before it), then tcgen05.fence::after_thread_sync before reading TMEM.
         Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
-        cta_sync before the TMA store reads Dsmem; the storing thread waits for its bulk group
-        (cp.async.bulk.wait_group 0) before the CTA syncs and exits.
+        cta_sync before the TMA store reads Dsmem; after it, warp 0 waits for its bulk group
+        (cp.async.bulk.wait_group 0: only the lane that committed the store has one) before
+        the CTA syncs and exits.
 
     Hopper twin: exercises on an H100 the same tma_bar[s] ring (prefetch, per-stage phases,
     refill rule, odd K tile counts) and the TMA store epilogue; its MMA completion is
@@ -142,66 +143,76 @@ def hgemm_v5(M, N, K):
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
             # <<< TODO 5.6
 
-        # ---- K loop, run by one elected thread of warp 0 alone (see the protocol table) ----
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                # ---- prefetch: fill both stages before the first MMA ----
-                # >>> TODO 5.7: prologue: fill the stages before the first MMA
-                for s in T.unroll(PRE_NUM):
-                    tma_load(s, s)
-                # <<< TODO 5.7
+        # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
+        @T.inline
+        def mma_tile():
+            # Only the elected thread waits on tma_bar[s] and mma_bar: it alone makes their next
+            # phases possible, so it cannot miss one (see the protocol table).
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    # ---- prefetch: fill both stages before the first MMA ----
+                    # >>> TODO 5.7: prologue: fill the stages before the first MMA
+                    for s in T.unroll(PRE_NUM):
+                        tma_load(s, s)
+                    # <<< TODO 5.7
 
-                # the stage loop is unrolled so that `s` (stage and phase index) is a constant
-                # >>> TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
-                for ring in T.serial(RING):
-                    for s in T.unroll(PIPE_DEPTH):
-                        k = T.meta_var(ring * PIPE_DEPTH + s)
-                        if k < K_TILES:
-                            # ---- wait until K tile k has landed in stage s ----
-                            T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
-                            phase_tma[s] = phase_tma[s] ^ 1
-                            T.ptx.tcgen05.fence__after_thread_sync()
+                    # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+                    # >>> TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
+                    for ring in T.serial(RING):
+                        for s in T.unroll(PIPE_DEPTH):
+                            k = T.meta_var(ring * PIPE_DEPTH + s)
+                            if k < K_TILES:
+                                # ---- wait until K tile k has landed in stage s ----
+                                T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                                phase_tma[s] = phase_tma[s] ^ 1
+                                T.ptx.tcgen05.fence__after_thread_sync()
 
-                            # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
-                            Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
-                                          accum=(k != 0), dispatch="tcgen05", cta_group=1)
-                            T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
-                                mma_bar.ptr_to([0]))
+                                # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
+                                Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
+                                              accum=(k != 0), dispatch="tcgen05", cta_group=1)
+                                T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
+                                    mma_bar.ptr_to([0]))
 
-                            # ---- wait for this MMA: TMEM updated, stage s free ----
-                            T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
-                            phase_mma = phase_mma ^ 1
+                                # ---- wait for this MMA: TMEM updated, stage s free ----
+                                T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+                                phase_mma = phase_mma ^ 1
 
-                            # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                            if k + PIPE_DEPTH < K_TILES:
-                                tma_load(s, k + PIPE_DEPTH)
-                # <<< TODO 5.8
-                T.ptx.tcgen05.fence__before_thread_sync()
+                                # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                                if k + PIPE_DEPTH < K_TILES:
+                                    tma_load(s, k + PIPE_DEPTH)
+                    # <<< TODO 5.8
+                    T.ptx.tcgen05.fence__before_thread_sync()
 
-        # ---- the other threads join here, once: the accumulator in TMEM is complete ----
-        T.cuda.cta_sync()
-        T.ptx.tcgen05.fence__after_thread_sync()
+            # the other threads join here: the accumulator in TMEM is complete
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
-        Dreg = T.alloc_local((BLK_N,), acc_type)
-        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
-        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
-        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        T.ptx.tcgen05.fence__before_thread_sync()
-        Tx.cast(Dreg_f16[:], Dreg[:])
-        Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
-        # the TMA store reads Dsmem through the async proxy: fence, then sync
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
-                              dispatch="tma_auto")
-                T.ptx.cp.async_.bulk.commit_group()
-                T.ptx.cp.async_.bulk.wait_group(0)
+        @T.inline
+        def store_tile():
+            Dreg = T.alloc_local((BLK_N,), acc_type)
+            Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+            Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+            Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+            T.ptx.tcgen05.wait__ld.sync.aligned()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            Tx.cast(Dreg_f16[:], Dreg[:])
+            Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
 
-        # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
+        mma_tile()
+        store_tile()
+
+        # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
+        if warp_id == 0:
+            T.ptx.cp.async_.bulk.wait_group(0)
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

@@ -151,9 +151,11 @@ def hgemm_v6(M, N, K, sm_count):
             Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
 
-        while tile_scheduler.valid():
-            # ---- K loop of this tile, run by one elected thread of warp 0 alone ----
-            # >>> TODO 6.3: the K loop of one tile
+        # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
+        @T.inline
+        def mma_tile():
+            # Only the elected thread waits on tma_bar[s] and mma_bar: it alone makes their next
+            # phases possible, so it cannot miss one (see the protocol table).
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     # ---- prefetch: fill both stages before the first MMA ----
@@ -185,12 +187,13 @@ def hgemm_v6(M, N, K, sm_count):
                                     tma_load(s, k + PIPE_DEPTH)
                     T.ptx.tcgen05.fence__before_thread_sync()
 
-            # ---- the other threads join here, once per tile: the accumulator is complete ----
+            # the other threads join here: the accumulator in TMEM is complete
             T.cuda.cta_sync()
             T.ptx.tcgen05.fence__after_thread_sync()
-            # <<< TODO 6.3
 
-            # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
+        # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
+        @T.inline
+        def store_tile():
             Dreg = T.alloc_local((BLK_N,), acc_type)
             Dreg_f16 = T.alloc_local((BLK_N,), d_type)
             Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
@@ -199,12 +202,11 @@ def hgemm_v6(M, N, K, sm_count):
             T.ptx.tcgen05.fence__before_thread_sync()
             Tx.cast(Dreg_f16[:], Dreg[:])
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
-            # >>> TODO 6.4: wait until the previous tile's store has read Dsmem
+            # >>> TODO 6.3: wait until the previous tile's store has read Dsmem
             if warp_id == 0:
                 T.ptx.cp.async_.bulk.wait_group.read(0)
             T.cuda.cta_sync()
-            # <<< TODO 6.4
-            # >>> TODO 6.5: store this tile without waiting for it
+            # <<< TODO 6.3
             Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
             # the TMA store reads Dsmem through the async proxy: fence, then sync
             T.ptx.fence.proxy.async_.shared__cta()
@@ -214,17 +216,17 @@ def hgemm_v6(M, N, K, sm_count):
                     Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
                                   dispatch="tma_auto")
                     T.ptx.cp.async_.bulk.commit_group()
-            # <<< TODO 6.5
 
-            # >>> TODO 6.6: advance to the next tile
+        # >>> TODO 6.4: every output tile of this CTA, one after the other
+        while tile_scheduler.valid():
+            mma_tile()
+            store_tile()
             tile_scheduler.next_tile()
-            # <<< TODO 6.6
+        # <<< TODO 6.4
 
-        # ---- teardown: the last TMA store is done, then warp 0 frees TMEM ----
-        # >>> TODO 6.7: the last store is complete before teardown
+        # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
         if warp_id == 0:
             T.ptx.cp.async_.bulk.wait_group(0)
-        # <<< TODO 6.7
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

@@ -4,7 +4,9 @@ The whole problem is a single tile: every thread copies A and B into swizzled sh
 one thread asks the tensor core for D = A @ B^T with `tcgen05.mma`, the result lands in
 tensor memory (TMEM), and the warpgroup reads it back into registers and writes it out.
 The lesson is the Blackwell data path and its one completion signal: `tcgen05.commit`
-arriving on an mbarrier.
+arriving on an mbarrier. The three parts of a K tile (load_k_tile, mma_k_tile, wait_mma) and
+the writeback (store_tile) are named `@T.inline` helpers: the later steps call them in a loop
+and change what is inside them, so each step's diff shows its idea, not re-indented code.
 """
 
 import tvm
@@ -88,36 +90,50 @@ def hgemm_v1(M, N, K):
         phase_mma: T.int32
         phase_mma = 0
 
-        # ---- load: every thread copies part of A and B (generic proxy stores) ----
-        # TODO 1.1: load the A and B tiles into shared memory for the MMA
-        #   All 128 threads copy the 128x64 tiles of A (rows m_st..) and B (rows n_st..) into Asmem/Bsmem
-        #   (a CTA-wide tile copy, Tx.cta...). The tensor core reads shared memory through the async proxy, so
-        #   the generic stores must be fenced for it, every thread must be done (CTA barrier), and tcgen05
-        #   work after a thread sync needs its own fence. Missing any of the three: the MMA may read stale data.
-        todo("1.1 load the A and B tiles into shared memory for the MMA")
+        # ---- one K tile in three parts (inline helpers: later steps change what they do) ----
+        # every thread copies its part of the K tile that starts at column k_st of A and B
+        @T.inline
+        def load_k_tile(k_st):
+            # TODO 1.1: load the A and B tiles into shared memory for the MMA
+            #   All 128 threads copy the 128x64 tiles of A (rows m_st..) and B (rows n_st..) that start at column k_st
+            #   into Asmem/Bsmem (a CTA-wide tile copy, Tx.cta...). The tensor core reads shared memory through the async
+            #   proxy, so the generic stores must be fenced for it, every thread must be done (CTA barrier), and tcgen05
+            #   work after a thread sync needs its own fence. Missing any of the three: the MMA may read stale data.
+            todo("1.1 load the A and B tiles into shared memory for the MMA")
 
-        # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits to mma_bar ----
-        # TODO 1.2: one thread issues the MMA and commits it onto mma_bar
-        #   tcgen05.mma is issued by ONE thread (warp 0, one elected lane): Tx.gemm_async with the
-        #   tcgen05 dispatch writes TMEM columns [0, BLK_N). It has no completion of its own: the same thread
-        #   must commit it onto mma_bar (tcgen05.commit ... mbarrier::arrive::one). Issued by 128 threads,
-        #   you would get 128 MMAs and 128 arrivals on a barrier that expects one.
-        todo("1.2 one thread issues the MMA and commits it onto mma_bar")
+        # one thread issues 4 x tcgen05.mma (K = 16 each) and commits them onto mma_bar
+        @T.inline
+        def mma_k_tile(accumulate):
+            # TODO 1.2: one thread issues the MMA and commits it onto mma_bar
+            #   tcgen05.mma is issued by ONE thread (warp 0, one elected lane): Tx.gemm_async with the tcgen05 dispatch
+            #   writes TMEM columns [0, BLK_N), adding to them only when the caller's `accumulate` says so. It has no
+            #   completion of its own: the same thread must commit it onto mma_bar (tcgen05.commit ... mbarrier::arrive::one).
+            #   Issued by 128 threads, you would get 128 MMAs and 128 arrivals on a barrier that expects one.
+            todo("1.2 one thread issues the MMA and commits it onto mma_bar")
 
-        # ---- every thread waits for the MMA to finish writing TMEM ----
-        # TODO 1.3: every thread waits until the accumulator is complete
-        #   Every thread is about to read TMEM, so every thread waits on mma_bar for the phase it expects
-        #   (phase_mma, which starts at 0), then flips its phase bit for the next use. Reading TMEM after a
-        #   wait also needs the tcgen05 fence that orders it after a thread synchronisation.
-        todo("1.3 every thread waits until the accumulator is complete")
+        # every thread waits for the MMA: TMEM holds the product, Asmem/Bsmem may be reused
+        @T.inline
+        def wait_mma():
+            # TODO 1.3: every thread waits until the accumulator is complete
+            #   Every thread is about to read TMEM, so every thread waits on mma_bar for the phase it expects
+            #   (phase_mma, which starts at 0), then flips its phase bit for the next use. Reading TMEM after a
+            #   wait also needs the tcgen05 fence that orders it after a thread synchronisation.
+            todo("1.3 every thread waits until the accumulator is complete")
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
-        # TODO 1.4: write the accumulator back: TMEM -> registers -> fp16 -> D
-        #   The accumulator sits in TMEM, 128 lanes = 128 rows. A warpgroup-wide TMEM load (tcgen05.ld,
-        #   Tx.wg.copy_async into a register buffer viewed with one row per thread, axis tid_in_wg) gives
-        #   thread t row t; tcgen05.wait::ld before using the registers, and the tcgen05 fence::before_thread_sync
-        #   before the teardown sync lets warp 0 free TMEM. Then cast to fp16 and store your row of D.
-        todo("1.4 write the accumulator back: TMEM -> registers -> fp16 -> D")
+        @T.inline
+        def store_tile():
+            # TODO 1.4: write the accumulator back: TMEM -> registers -> fp16 -> D
+            #   The accumulator sits in TMEM, 128 lanes = 128 rows. A warpgroup-wide TMEM load (tcgen05.ld,
+            #   Tx.wg.copy_async into a register buffer viewed with one row per thread, axis tid_in_wg) gives
+            #   thread t row t; tcgen05.wait::ld before using the registers, and the tcgen05 fence::before_thread_sync
+            #   before the teardown sync lets warp 0 free TMEM. Then cast to fp16 and store your row of D.
+            todo("1.4 write the accumulator back: TMEM -> registers -> fp16 -> D")
+
+        load_k_tile(0)
+        mma_k_tile(False)
+        wait_mma()
+        store_tile()
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -43,7 +43,6 @@ def hgemm_v2(M, N, K):
     d_type = tvm.DataType("float16")
     acc_type = tvm.DataType("float32")
     BLK_M, BLK_N, BLK_K = 128, 128, 64
-    K_TILES = K // BLK_K
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
@@ -91,27 +90,55 @@ def hgemm_v2(M, N, K):
         phase_mma: T.int32
         phase_mma = 0
 
-        # TODO 2.1: the K loop: per K tile, load it, then accumulate it
-        #   Walk over the K_TILES K tiles, k_st the tile's first column. Per K tile, three parts as in step 1:
-        #   (1) every thread copies the columns k_st .. k_st + BLK_K of A and of B into Asmem/Bsmem, then the three
-        #   steps that make the stores visible to the tensor core (proxy fence, CTA barrier, tcgen05 fence after
-        #   the sync); (2) one elected thread of warp 0 issues the MMA and commits it onto mma_bar, with the
-        #   accumulate flag off for the first K tile only (TMEM holds garbage before it; the flag can be a runtime
-        #   expression of k); (3) every thread waits on mma_bar for phase_mma and flips the bit, every iteration,
-        #   then the tcgen05 fence after the wait. mma_bar now completes once per K tile, so its phase alternates
-        #   0, 1, 0, ...; the wait is also what makes the next iteration's copy into Asmem/Bsmem safe.
-        todo("2.1 the K loop: per K tile, load it, then accumulate it")
+        # ---- one K tile in three parts (inline helpers: later steps change what they do) ----
+        # every thread copies its part of the K tile that starts at column k_st of A and B
+        @T.inline
+        def load_k_tile(k_st):
+            Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
+            Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
+            # the MMA reads shared memory through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+
+        # one thread issues 4 x tcgen05.mma (K = 16 each) and commits them onto mma_bar
+        @T.inline
+        def mma_k_tile(accumulate):
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
+                                  accum=accumulate, dispatch="tcgen05", cta_group=1)
+                    T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
+                        mma_bar.ptr_to([0]))
+
+        # every thread waits for the MMA: TMEM holds the product, Asmem/Bsmem may be reused
+        @T.inline
+        def wait_mma():
+            T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+            phase_mma = phase_mma ^ 1
+            T.ptx.tcgen05.fence__after_thread_sync()
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
-        Dreg = T.alloc_local((BLK_N,), acc_type)
-        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
-        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
-        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        T.ptx.tcgen05.fence__before_thread_sync()
-        Tx.cast(Dreg_f16[:], Dreg[:])
-        m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
-        Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
+        @T.inline
+        def store_tile():
+            Dreg = T.alloc_local((BLK_N,), acc_type)
+            Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+            Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+            Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+            T.ptx.tcgen05.wait__ld.sync.aligned()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            Tx.cast(Dreg_f16[:], Dreg[:])
+            m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
+            Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
+
+        # TODO 2.1: the K loop: per K tile, load it, then accumulate it
+        #   Walk over the K / BLK_K K tiles and run step 1's three parts on each: load_k_tile from the tile's first
+        #   column, mma_k_tile with the accumulate flag off for the first K tile only (TMEM holds garbage before it;
+        #   the flag may be a runtime expression of the loop variable), then wait_mma. wait_mma flips phase_mma every
+        #   time, so mma_bar's phase alternates 0, 1, 0, ...; and its wait is what makes the next load into
+        #   Asmem/Bsmem safe: the MMA that read them has finished.
+        todo("2.1 the K loop: per K tile, load it, then accumulate it")
+        store_tile()
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

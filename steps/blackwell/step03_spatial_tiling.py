@@ -45,7 +45,6 @@ def hgemm_v3(M, N, K):
     d_type = tvm.DataType("float16")
     acc_type = tvm.DataType("float32")
     BLK_M, BLK_N, BLK_K = 128, 128, 64
-    K_TILES = K // BLK_K
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
@@ -100,9 +99,10 @@ def hgemm_v3(M, N, K):
         phase_mma: T.int32
         phase_mma = 0
 
-        for k in T.serial(K_TILES):
-            k_st = T.meta_var(k * BLK_K)
-            # ---- load: every thread copies part of A and B (generic proxy stores) ----
+        # ---- one K tile in three parts (inline helpers: later steps change what they do) ----
+        # every thread copies its part of the K tile that starts at column k_st of A and B
+        @T.inline
+        def load_k_tile(k_st):
             Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
             Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
             # the MMA reads shared memory through the async proxy: fence, then sync
@@ -110,29 +110,41 @@ def hgemm_v3(M, N, K):
             T.cuda.cta_sync()
             T.ptx.tcgen05.fence__after_thread_sync()
 
-            # ---- MMA: one thread issues 4 x tcgen05.mma (K = 16 each), then commits ----
+        # one thread issues 4 x tcgen05.mma (K = 16 each) and commits them onto mma_bar
+        @T.inline
+        def mma_k_tile(accumulate):
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[:, :], Bsmem[:, :],
-                                  accum=(k != 0), dispatch="tcgen05", cta_group=1)
+                                  accum=accumulate, dispatch="tcgen05", cta_group=1)
                     T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
                         mma_bar.ptr_to([0]))
 
-            # ---- every thread waits for this K tile's MMA: TMEM updated, Asmem/Bsmem free ----
+        # every thread waits for the MMA: TMEM holds the product, Asmem/Bsmem may be reused
+        @T.inline
+        def wait_mma():
             T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
             phase_mma = phase_mma ^ 1
             T.ptx.tcgen05.fence__after_thread_sync()
 
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
-        Dreg = T.alloc_local((BLK_N,), acc_type)
-        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
-        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
-        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        T.ptx.tcgen05.fence__before_thread_sync()
-        Tx.cast(Dreg_f16[:], Dreg[:])
-        m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
-        Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
+        @T.inline
+        def store_tile():
+            Dreg = T.alloc_local((BLK_N,), acc_type)
+            Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+            Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+            Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+            T.ptx.tcgen05.wait__ld.sync.aligned()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            Tx.cast(Dreg_f16[:], Dreg[:])
+            m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
+            Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
+
+        for k in T.serial(K // BLK_K):
+            load_k_tile(k * BLK_K)
+            mma_k_tile(k != 0)
+            wait_mma()
+        store_tile()
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----
         T.cuda.cta_sync()

@@ -47,8 +47,9 @@ def hgemm_v4(M, N, K):
         tcgen05.fence::after_thread_sync before they read TMEM; the elected thread issues
         tcgen05.fence::before_thread_sync before that cta_sync.
         Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
-        cta_sync before the TMA store reads Dsmem; the storing thread waits for its bulk group
-        (cp.async.bulk.wait_group 0) before the CTA syncs and exits.
+        cta_sync before the TMA store reads Dsmem; after it, warp 0 waits for its bulk group
+        (cp.async.bulk.wait_group 0: only the lane that committed the store has one) before
+        the CTA syncs and exits.
 
     Hopper twin: exercises on an H100 the same tma_bar protocol (expect_tx, byte counts, phase
     flips) and the TMA store epilogue; its MMA completion is `wgmma.wait_group`, so
@@ -61,7 +62,6 @@ def hgemm_v4(M, N, K):
     d_type = tvm.DataType("float16")
     acc_type = tvm.DataType("float32")
     BLK_M, BLK_N, BLK_K = 128, 128, 64
-    K_TILES = K // BLK_K
     # TODO 4.1: the number of bytes the TMA loads deliver per K tile
     #   Name TILE_BYTES: the bytes of one A tile plus one B tile (fp16 = 2 bytes each). tma_bar's phase
     #   completes only when this many bytes have arrived: too few and the MMA may read a half-written
@@ -118,44 +118,58 @@ def hgemm_v4(M, N, K):
         #   Like phase_mma: an int32 local declared with its type, starting at the barrier's initial phase.
         todo("4.3 a phase bit for tma_bar")
 
-        # ---- K loop, run by one elected thread of warp 0 alone: load, wait, MMA, wait ----
-        # Only this thread waits on tma_bar and mma_bar: it alone makes their next phases
-        # possible, so it cannot miss one (see the protocol table).
-        # TODO 4.4: the K loop in one elected thread: load, wait, MMA, wait
-        #   One elected thread of warp 0 runs the whole K loop; the other threads skip it. Per K tile: arm
-        #   tma_bar with TILE_BYTES and hand the A and B tiles of K tile k to the TMA unit on tma_bar (trap:
-        #   without the TMA dispatch the copy silently becomes cp.async and never arrives: the wait hangs);
-        #   wait on tma_bar for phase_tma and flip it, tcgen05 fence after the wait; your step-3 MMA and
-        #   commit onto mma_bar (no warp test inside: you already are the elected thread); wait on mma_bar
-        #   for phase_mma and flip it, which frees Asmem/Bsmem for the next TMA. No proxy fence or CTA
-        #   barrier inside the loop: the TMA writes through the async proxy itself. Only this thread may
-        #   wait in the loop: a parity wait cannot tell phase n from n + 2, so a slow waiting warp would
-        #   hang. After the loop, a tcgen05 fence::before_thread_sync ahead of the CTA barrier below.
-        todo("4.4 the K loop in one elected thread: load, wait, MMA, wait")
+        # ---- one K tile, now all of it in one elected thread of warp 0 ----
+        # the thread arms tma_bar with the tile's byte count, issues the two TMA loads onto it
+        # and waits until the bytes have landed
+        @T.inline
+        def load_k_tile(k_st):
+            # TODO 4.4: one thread loads the K tile with TMA and waits for its bytes
+            #   The calling thread arms tma_bar with TILE_BYTES (an arrival that also expects that many bytes), hands the
+            #   A and B tiles that start at column k_st to the TMA unit on tma_bar (trap: without the TMA dispatch the
+            #   copy silently becomes cp.async and never arrives: the wait hangs), waits on tma_bar for phase_tma and
+            #   flips it, then a tcgen05 fence after the wait so that the MMA is ordered after it. No proxy fence and no
+            #   CTA barrier: the TMA writes through the async proxy itself, and no other thread is involved.
+            todo("4.4 one thread loads the K tile with TMA and waits for its bytes")
 
-        # ---- the other threads join here, once: the accumulator in TMEM is complete ----
-        # TODO 4.5: the other threads join once the accumulator is complete
-        #   Warps 1-3 (and the other lanes of warp 0) skipped the loop. They meet the elected thread at
-        #   a CTA barrier, which it reaches only after its last mma_bar wait (and after its tcgen05
-        #   fence::before_thread_sync above); then a tcgen05 fence::after_thread_sync before they read TMEM.
-        todo("4.5 the other threads join once the accumulator is complete")
+        # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
+        @T.inline
+        def mma_tile():
+            # Only the elected thread waits on tma_bar and mma_bar: it alone makes their next
+            # phases possible, so it cannot miss one (see the protocol table).
+            # TODO 4.5: the K loop in one elected thread; the others join once
+            #   One elected thread of warp 0 runs the whole K loop; the other threads skip it. Per K tile: load_k_tile,
+            #   then step 3's MMA and commit onto mma_bar written out here (no warp test: you already are the elected
+            #   thread), then wait on mma_bar for phase_mma and flip it, which frees Asmem/Bsmem for the next TMA. Only
+            #   this thread may wait inside the loop: a parity wait cannot tell phase n from n + 2, so a slow waiting warp
+            #   would hang. After the loop the elected thread fences with tcgen05 fence::before_thread_sync; then every
+            #   thread meets at a CTA barrier and fences with tcgen05 fence::after_thread_sync before reading TMEM.
+            todo("4.5 the K loop in one elected thread; the others join once")
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
-        Dreg = T.alloc_local((BLK_N,), acc_type)
-        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
-        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
-        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        T.ptx.tcgen05.fence__before_thread_sync()
-        Tx.cast(Dreg_f16[:], Dreg[:])
-        # TODO 4.6: write D through shared memory with one TMA store
-        #   Each thread puts its fp16 row into the swizzled Dsmem tile (row = its index in the warpgroup).
-        #   The TMA store reads Dsmem through the async proxy: proxy fence by every writer, then a CTA barrier.
-        #   Then ONE elected thread of warp 0 stores Dsmem to D's tile (Tx.copy_async, tma_auto), commits the
-        #   bulk group and waits for it: the CTA's shared memory must outlive the store.
-        todo("4.6 write D through shared memory with one TMA store")
+        @T.inline
+        def store_tile():
+            Dreg = T.alloc_local((BLK_N,), acc_type)
+            Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+            Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+            Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+            T.ptx.tcgen05.wait__ld.sync.aligned()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            Tx.cast(Dreg_f16[:], Dreg[:])
+            # TODO 4.6: write D through shared memory with one TMA store
+            #   Each thread puts its fp16 row into the swizzled Dsmem tile (row = its index in the warpgroup).
+            #   The TMA store reads Dsmem through the async proxy: proxy fence by every writer, then a CTA barrier.
+            #   Then ONE elected thread of warp 0 stores Dsmem to D's tile (Tx.copy_async, tma_auto) and commits the
+            #   bulk group; TODO 4.7 waits for it.
+            todo("4.6 write D through shared memory with one TMA store")
 
-        # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
+        mma_tile()
+        store_tile()
+
+        # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
+        # TODO 4.7: the store is complete before the CTA exits
+        #   The CTA's shared memory must outlive the store that reads it: before the teardown, warp 0 waits for its
+        #   committed bulk groups to complete (only the lane that committed the store has one; the others pass at once).
+        todo("4.7 the store is complete before the CTA exits")
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

@@ -49,8 +49,9 @@ def hgemm_v5(M, N, K):
         cta_sync after the loop (the elected thread fences with tcgen05.fence::before_thread_sync
         before it), then tcgen05.fence::after_thread_sync before reading TMEM.
         Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
-        cta_sync before the TMA store reads Dsmem; the storing thread waits for its bulk group
-        (cp.async.bulk.wait_group 0) before the CTA syncs and exits.
+        cta_sync before the TMA store reads Dsmem; after it, warp 0 waits for its bulk group
+        (cp.async.bulk.wait_group 0: only the lane that committed the store has one) before
+        the CTA syncs and exits.
 
     Hopper twin: exercises on an H100 the same tma_bar[s] ring (prefetch, per-stage phases,
     refill rule, odd K tile counts) and the TMA store epilogue; its MMA completion is
@@ -141,51 +142,61 @@ def hgemm_v5(M, N, K):
             #   or the copy becomes cp.async and never completes on the barrier.
             todo("5.6 load K tile k into stage `stage`")
 
-        # ---- K loop, run by one elected thread of warp 0 alone (see the protocol table) ----
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                # ---- prefetch: fill both stages before the first MMA ----
-                # TODO 5.7: prologue: fill the stages before the first MMA
-                #   Before the loop, start the loads of the first PRE_NUM K tiles (as many stages as there are
-                #   K tiles, at most PIPE_DEPTH), K tile s into stage s.
-                todo("5.7 prologue: fill the stages before the first MMA")
+        # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
+        @T.inline
+        def mma_tile():
+            # Only the elected thread waits on tma_bar[s] and mma_bar: it alone makes their next
+            # phases possible, so it cannot miss one (see the protocol table).
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    # ---- prefetch: fill both stages before the first MMA ----
+                    # TODO 5.7: prologue: fill the stages before the first MMA
+                    #   Before the loop, start the loads of the first PRE_NUM K tiles (as many stages as there are
+                    #   K tiles, at most PIPE_DEPTH), K tile s into stage s.
+                    todo("5.7 prologue: fill the stages before the first MMA")
 
-                # the stage loop is unrolled so that `s` (stage and phase index) is a constant
-                # TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
-                #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k % PIPE_DEPTH;
-                #   unroll the stage loop so s is a compile-time constant, and skip the K tiles past the last one
-                #   (the last trip may be partial). For K tile k: wait on stage s's barrier with stage s's own phase bit
-                #   and flip that bit, tcgen05 fence before the MMA; step 4's MMA (reading stage s), commit and mma_bar
-                #   wait, after which the MMA has finished reading stage s; then, if K tile k + PIPE_DEPTH exists, load it
-                #   into stage s now, so it is in flight while the next stage's MMA runs. No load past the last K tile:
-                #   its bytes would never be waited for. Still only this thread waits inside the loop.
-                todo("5.8 the stage ring: wait for stage s, MMA on it, refill it")
-                T.ptx.tcgen05.fence__before_thread_sync()
+                    # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+                    # TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
+                    #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k % PIPE_DEPTH;
+                    #   unroll the stage loop so s is a compile-time constant, and skip the K tiles past the last one
+                    #   (the last trip may be partial). For K tile k: wait on stage s's barrier with stage s's own phase bit
+                    #   and flip that bit, tcgen05 fence before the MMA; step 4's MMA (reading stage s), commit and mma_bar
+                    #   wait, after which the MMA has finished reading stage s; then, if K tile k + PIPE_DEPTH exists, load it
+                    #   into stage s now, so it is in flight while the next stage's MMA runs. No load past the last K tile:
+                    #   its bytes would never be waited for. Still only this thread waits inside the loop.
+                    todo("5.8 the stage ring: wait for stage s, MMA on it, refill it")
+                    T.ptx.tcgen05.fence__before_thread_sync()
 
-        # ---- the other threads join here, once: the accumulator in TMEM is complete ----
-        T.cuda.cta_sync()
-        T.ptx.tcgen05.fence__after_thread_sync()
+            # the other threads join here: the accumulator in TMEM is complete
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
-        Dreg = T.alloc_local((BLK_N,), acc_type)
-        Dreg_f16 = T.alloc_local((BLK_N,), d_type)
-        Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
-        Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        T.ptx.tcgen05.fence__before_thread_sync()
-        Tx.cast(Dreg_f16[:], Dreg[:])
-        Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
-        # the TMA store reads Dsmem through the async proxy: fence, then sync
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
-                              dispatch="tma_auto")
-                T.ptx.cp.async_.bulk.commit_group()
-                T.ptx.cp.async_.bulk.wait_group(0)
+        @T.inline
+        def store_tile():
+            Dreg = T.alloc_local((BLK_N,), acc_type)
+            Dreg_f16 = T.alloc_local((BLK_N,), d_type)
+            Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
+            Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, 0:BLK_N])
+            T.ptx.tcgen05.wait__ld.sync.aligned()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            Tx.cast(Dreg_f16[:], Dreg[:])
+            Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
 
-        # ---- teardown: TMEM reads and the store are finished before warp 0 frees TMEM ----
+        mma_tile()
+        store_tile()
+
+        # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
+        if warp_id == 0:
+            T.ptx.cp.async_.bulk.wait_group(0)
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on

@@ -152,16 +152,49 @@ def hgemm_v6(M, N, K, sm_count):
             Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
 
-        while tile_scheduler.valid():
-            # ---- K loop of this tile, run by one elected thread of warp 0 alone ----
-            # TODO 6.3: the K loop of one tile
-            #   Your step-5 K loop, unchanged (prologue, ring, waits, refill in the elected thread; the join
-            #   after it). The phases are initialised ONCE above, before the tile loop, and must not be reset
-            #   here: with an odd number of K tiles a barrier ends a tile in phase 1, and a wait for phase 0
-            #   would pass at once on stale data.
-            todo("6.3 the K loop of one tile")
+        # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
+        @T.inline
+        def mma_tile():
+            # Only the elected thread waits on tma_bar[s] and mma_bar: it alone makes their next
+            # phases possible, so it cannot miss one (see the protocol table).
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    # ---- prefetch: fill both stages before the first MMA ----
+                    for s in T.unroll(PRE_NUM):
+                        tma_load(s, s)
 
-            # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
+                    # the stage loop is unrolled so that `s` (stage and phase index) is a constant
+                    for ring in T.serial(RING):
+                        for s in T.unroll(PIPE_DEPTH):
+                            k = T.meta_var(ring * PIPE_DEPTH + s)
+                            if k < K_TILES:
+                                # ---- wait until K tile k has landed in stage s ----
+                                T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                                phase_tma[s] = phase_tma[s] ^ 1
+                                T.ptx.tcgen05.fence__after_thread_sync()
+
+                                # ---- MMA on stage s: 4 x tcgen05.mma, then commit ----
+                                Tx.gemm_async(tmem[:, 0:BLK_N], Asmem[s, :, :], Bsmem[s, :, :],
+                                              accum=(k != 0), dispatch="tcgen05", cta_group=1)
+                                T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(
+                                    mma_bar.ptr_to([0]))
+
+                                # ---- wait for this MMA: TMEM updated, stage s free ----
+                                T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)
+                                phase_mma = phase_mma ^ 1
+
+                                # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                                if k + PIPE_DEPTH < K_TILES:
+                                    tma_load(s, k + PIPE_DEPTH)
+                    T.ptx.tcgen05.fence__before_thread_sync()
+
+            # the other threads join here: the accumulator in TMEM is complete
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+
+        # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
+        @T.inline
+        def store_tile():
             Dreg = T.alloc_local((BLK_N,), acc_type)
             Dreg_f16 = T.alloc_local((BLK_N,), d_type)
             Dreg_wg = Dreg.view(128, BLK_N, layout=TileLayout(S[(128, BLK_N) : (1@axis_tid_in_wg, 1)]))
@@ -170,25 +203,33 @@ def hgemm_v6(M, N, K, sm_count):
             T.ptx.tcgen05.fence__before_thread_sync()
             Tx.cast(Dreg_f16[:], Dreg[:])
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
-            # TODO 6.4: wait until the previous tile's store has read Dsmem
-            #   Dsmem is reused for every tile, and the previous tile's TMA store may still be reading it.
-            #   Warp 0 (the lane that issued it) waits for its bulk groups to have finished READING shared memory
-            #   (not for the global writes), then a CTA barrier before anyone overwrites Dsmem.
-            todo("6.4 wait until the previous tile's store has read Dsmem")
-            # TODO 6.5: store this tile without waiting for it
-            #   Step 5's store through Dsmem, but commit the bulk group and move on: do not wait for the store
-            #   here, so it overlaps the next tile's K loop (TODO 6.4 waits for it where it matters).
-            todo("6.5 store this tile without waiting for it")
+            # TODO 6.3: wait until the previous tile's store has read Dsmem
+            #   Dsmem is reused for every tile, and the previous tile's TMA store was only committed, not waited for: it
+            #   may still be reading Dsmem. Warp 0 (the lane that issued it) waits for its bulk groups to have finished
+            #   READING shared memory (not for the global writes), then a CTA barrier before anyone overwrites Dsmem.
+            #   The last tile's store is waited for by the teardown, as in step 5.
+            todo("6.3 wait until the previous tile's store has read Dsmem")
+            Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
 
-            # TODO 6.6: advance to the next tile
-            #   At the end of each tile ask the scheduler for the next one; the loop ends when it is no longer valid.
-            todo("6.6 advance to the next tile")
+        # TODO 6.4: every output tile of this CTA, one after the other
+        #   While the scheduler has a valid tile for this CTA: that tile's K loop (mma_tile), its writeback
+        #   (store_tile), then ask the scheduler for the next tile. m_st and n_st are expressions of the scheduler's
+        #   current tile, so the helpers follow it. The phases were initialised ONCE above and must not be reset per
+        #   tile: with an odd number of K tiles a barrier ends a tile in phase 1, and a wait for phase 0 would pass
+        #   at once on stale data.
+        todo("6.4 every output tile of this CTA, one after the other")
 
-        # ---- teardown: the last TMA store is done, then warp 0 frees TMEM ----
-        # TODO 6.7: the last store is complete before teardown
-        #   The last tile's store was only committed. Before the CTA frees TMEM and exits, warp 0 waits
-        #   for all its bulk groups to complete.
-        todo("6.7 the last store is complete before teardown")
+        # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
+        if warp_id == 0:
+            T.ptx.cp.async_.bulk.wait_group(0)
         T.cuda.cta_sync()
         tmem_pool.dealloc()
     # fmt: on
