@@ -55,8 +55,8 @@ CONSUMER_ON_PRODUCER_PHASE = [(r"phase_tma\[s\] = 0\n", "phase_tma[s] = 1\n")]
 BYTES = r"((?:TMA|TILE)_BYTES = \(BLK_M \* BLK_K \+ BLK_N \* BLK_K\) \* )2"
 NO_SYNC_AFTER_INIT = [(r"(fence\.mbarrier_init\.release\.cluster\(\)\n(?:.*\n)*?)\s+T\.cuda\.cta_sync\(\)\n", r"\1")]
 # issue 16's old shape: warps 1-3 also wait on mma_bar once per K tile, which nothing they do gates
-ALL_WARPS_WAIT_ON_MMA_BAR = [(r"(\n(\s+)# ---- the other threads join here)",
-                              r"\n\2if warp_id != 0:\n\2    for k_wait in T.serial(K_TILES):\n"
+ALL_WARPS_WAIT_ON_MMA_BAR = [(r"(\n(\s+)# the other threads join here)",
+                              r"\n\2if warp_id != 0:\n\2    for k_wait in T.serial(K // BLK_K):\n"
                               r"\2        T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)\n"
                               r"\2        phase_mma = phase_mma ^ 1\1")]
 # Hopper step 8: the consumer releases the stage it has just issued a wgmma on (its group is still in

@@ -95,20 +95,22 @@ def hgemm_v1(M, N, K):
         @T.inline
         def load_k_tile(k_st):
             # TODO 1.1: load the A and B tiles into shared memory for the MMA
-            #   All 128 threads copy the 128x64 tiles of A (rows m_st..) and B (rows n_st..) that start at column k_st
-            #   into Asmem/Bsmem (a CTA-wide tile copy, Tx.cta...). The tensor core reads shared memory through the async
-            #   proxy, so the generic stores must be fenced for it, every thread must be done (CTA barrier), and tcgen05
-            #   work after a thread sync needs its own fence. Missing any of the three: the MMA may read stale data.
+            #   All 128 threads copy the 128x64 tiles of A (rows m_st..) and B (rows n_st..) that start at column
+            #   k_st into Asmem/Bsmem (a CTA-wide tile copy, Tx.cta...). The tensor core reads shared memory
+            #   through the async proxy, so the generic stores must be fenced for it, every thread must be done
+            #   (CTA barrier), and tcgen05 work after a thread sync needs its own fence. Missing any of the three:
+            #   the MMA may read stale data.
             todo("1.1 load the A and B tiles into shared memory for the MMA")
 
         # one thread issues 4 x tcgen05.mma (K = 16 each) and commits them onto mma_bar
         @T.inline
         def mma_k_tile(accumulate):
             # TODO 1.2: one thread issues the MMA and commits it onto mma_bar
-            #   tcgen05.mma is issued by ONE thread (warp 0, one elected lane): Tx.gemm_async with the tcgen05 dispatch
-            #   writes TMEM columns [0, BLK_N), adding to them only when the caller's `accumulate` says so. It has no
-            #   completion of its own: the same thread must commit it onto mma_bar (tcgen05.commit ... mbarrier::arrive::one).
-            #   Issued by 128 threads, you would get 128 MMAs and 128 arrivals on a barrier that expects one.
+            #   tcgen05.mma is issued by ONE thread (warp 0, one elected lane): Tx.gemm_async with the tcgen05
+            #   dispatch writes TMEM columns [0, BLK_N), adding to them only when the caller's `accumulate` says
+            #   so. It has no completion of its own: the same thread must commit it onto mma_bar (tcgen05.commit
+            #   ... mbarrier::arrive::one). Issued by 128 threads, you would get 128 MMAs and 128 arrivals on a
+            #   barrier that expects one.
             todo("1.2 one thread issues the MMA and commits it onto mma_bar")
 
         # every thread waits for the MMA: TMEM holds the product, Asmem/Bsmem may be reused

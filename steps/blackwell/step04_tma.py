@@ -124,11 +124,12 @@ def hgemm_v4(M, N, K):
         @T.inline
         def load_k_tile(k_st):
             # TODO 4.4: one thread loads the K tile with TMA and waits for its bytes
-            #   The calling thread arms tma_bar with TILE_BYTES (an arrival that also expects that many bytes), hands the
-            #   A and B tiles that start at column k_st to the TMA unit on tma_bar (trap: without the TMA dispatch the
-            #   copy silently becomes cp.async and never arrives: the wait hangs), waits on tma_bar for phase_tma and
-            #   flips it, then a tcgen05 fence after the wait so that the MMA is ordered after it. No proxy fence and no
-            #   CTA barrier: the TMA writes through the async proxy itself, and no other thread is involved.
+            #   The calling thread arms tma_bar with TILE_BYTES (an arrival that also expects that many bytes),
+            #   hands the A and B tiles that start at column k_st to the TMA unit on tma_bar (trap: without the
+            #   TMA dispatch the copy silently becomes cp.async and never arrives: the wait hangs), waits on
+            #   tma_bar for phase_tma and flips it, then a tcgen05 fence after the wait so that the MMA is ordered
+            #   after it. No proxy fence and no CTA barrier: the TMA writes through the async proxy itself, and no
+            #   other thread is involved.
             todo("4.4 one thread loads the K tile with TMA and waits for its bytes")
 
         # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
@@ -137,12 +138,13 @@ def hgemm_v4(M, N, K):
             # Only the elected thread waits on tma_bar and mma_bar: it alone makes their next
             # phases possible, so it cannot miss one (see the protocol table).
             # TODO 4.5: the K loop in one elected thread; the others join once
-            #   One elected thread of warp 0 runs the whole K loop; the other threads skip it. Per K tile: load_k_tile,
-            #   then step 3's MMA and commit onto mma_bar written out here (no warp test: you already are the elected
-            #   thread), then wait on mma_bar for phase_mma and flip it, which frees Asmem/Bsmem for the next TMA. Only
-            #   this thread may wait inside the loop: a parity wait cannot tell phase n from n + 2, so a slow waiting warp
-            #   would hang. After the loop the elected thread fences with tcgen05 fence::before_thread_sync; then every
-            #   thread meets at a CTA barrier and fences with tcgen05 fence::after_thread_sync before reading TMEM.
+            #   One elected thread of warp 0 runs the whole K loop; the other threads skip it. Per K tile:
+            #   load_k_tile, then step 3's MMA and commit onto mma_bar written out here (no warp test: you already
+            #   are the elected thread), then wait on mma_bar for phase_mma and flip it, which frees Asmem/Bsmem
+            #   for the next TMA. Only this thread may wait inside the loop: a parity wait cannot tell phase n
+            #   from n + 2, so a slow waiting warp would hang. After the loop the elected thread fences with
+            #   tcgen05 fence::before_thread_sync; then every thread meets at a CTA barrier and fences with
+            #   tcgen05 fence::after_thread_sync before reading TMEM.
             todo("4.5 the K loop in one elected thread; the others join once")
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
@@ -167,8 +169,9 @@ def hgemm_v4(M, N, K):
 
         # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
         # TODO 4.7: the store is complete before the CTA exits
-        #   The CTA's shared memory must outlive the store that reads it: before the teardown, warp 0 waits for its
-        #   committed bulk groups to complete (only the lane that committed the store has one; the others pass at once).
+        #   The CTA's shared memory must outlive the store that reads it: before the teardown, warp 0 waits for
+        #   its committed bulk groups to complete (only the lane that committed the store has one; the others pass
+        #   at once).
         todo("4.7 the store is complete before the CTA exits")
         T.cuda.cta_sync()
         tmem_pool.dealloc()

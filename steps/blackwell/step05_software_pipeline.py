@@ -157,13 +157,14 @@ def hgemm_v5(M, N, K):
 
                     # the stage loop is unrolled so that `s` (stage and phase index) is a constant
                     # TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
-                    #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k % PIPE_DEPTH;
-                    #   unroll the stage loop so s is a compile-time constant, and skip the K tiles past the last one
-                    #   (the last trip may be partial). For K tile k: wait on stage s's barrier with stage s's own phase bit
-                    #   and flip that bit, tcgen05 fence before the MMA; step 4's MMA (reading stage s), commit and mma_bar
-                    #   wait, after which the MMA has finished reading stage s; then, if K tile k + PIPE_DEPTH exists, load it
-                    #   into stage s now, so it is in flight while the next stage's MMA runs. No load past the last K tile:
-                    #   its bytes would never be waited for. Still only this thread waits inside the loop.
+                    #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k
+                    #   % PIPE_DEPTH; unroll the stage loop so s is a compile-time constant, and skip the K tiles
+                    #   past the last one (the last trip may be partial). For K tile k: wait on stage s's barrier
+                    #   with stage s's own phase bit and flip that bit, tcgen05 fence before the MMA; step 4's MMA
+                    #   (reading stage s), commit and mma_bar wait, after which the MMA has finished reading stage
+                    #   s; then, if K tile k + PIPE_DEPTH exists, load it into stage s now, so it is in flight
+                    #   while the next stage's MMA runs. No load past the last K tile: its bytes would never be
+                    #   waited for. Still only this thread waits inside the loop.
                     todo("5.8 the stage ring: wait for stage s, MMA on it, refill it")
                     T.ptx.tcgen05.fence__before_thread_sync()
 

@@ -204,10 +204,10 @@ def hgemm_v6(M, N, K, sm_count):
             Tx.cast(Dreg_f16[:], Dreg[:])
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
             # TODO 6.3: wait until the previous tile's store has read Dsmem
-            #   Dsmem is reused for every tile, and the previous tile's TMA store was only committed, not waited for: it
-            #   may still be reading Dsmem. Warp 0 (the lane that issued it) waits for its bulk groups to have finished
-            #   READING shared memory (not for the global writes), then a CTA barrier before anyone overwrites Dsmem.
-            #   The last tile's store is waited for by the teardown, as in step 5.
+            #   Dsmem is reused for every tile, and the previous tile's TMA store was only committed, not waited
+            #   for: it may still be reading Dsmem. Warp 0 (the lane that issued it) waits for its bulk groups to
+            #   have finished READING shared memory (not for the global writes), then a CTA barrier before anyone
+            #   overwrites Dsmem. The last tile's store is waited for by the teardown, as in step 5.
             todo("6.3 wait until the previous tile's store has read Dsmem")
             Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
             # the TMA store reads Dsmem through the async proxy: fence, then sync
