@@ -267,6 +267,12 @@ STORE_FENCE = _protocol(
     "after the threads write Dsmem: T.ptx.fence.proxy.async_.shared__cta(), then T.cuda.cta_sync() "
     "(T.cuda.warpgroup_sync in a warpgroup role), then one thread issues the TMA store",
 )
+STAGING_REUSE = _protocol(
+    "the previous tile's TMA store has read Dsmem before it is rewritten", lint.staging_waited_before_reuse,
+    "in a tile loop, before the threads write the next tile into Dsmem: the thread that issued the previous "
+    "store waits with T.ptx.cp.async_.bulk.wait_group.read(0), then a barrier (T.cuda.cta_sync(), or the "
+    "epilogue's warpgroup barrier); the store was only committed and may still be reading Dsmem",
+)
 PHASES_FLIP = _protocol(
     "every mbarrier wait in a loop waits on a flipping phase", lint.phases_flip,
     "flip the phase bit after each wait (phase = phase ^ 1, or advance the PipelineState): a wait on a fixed "
@@ -319,6 +325,8 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
         checks.append(K_LOOP)
     if step >= 4:
         checks += [TMA_EVERY_OPERAND, STORE_FENCE, ONE_TMA_ISSUER, ONE_EXPECT_TX, ONE_TMA_STORER]
+    if step >= 6:
+        checks.append(STAGING_REUSE)
     if track == "blackwell":
         checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step == 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
     else:

@@ -218,6 +218,7 @@ MMA_COMMIT = re.compile(r"wgmma_commit_group|tcgen05_commit")
 WGMMA_FENCE = re.compile(r"wgmma_fence")
 TCGEN05_AFTER_SYNC = re.compile(r"tcgen05_fence_fence__after_thread_sync")
 PROXY_FENCE = re.compile(r"fence_proxy_proxy_async")
+BULK_WAIT = re.compile(r"cp_async_bulk_wait_group")
 THREAD_SYNC = re.compile(r"cuda_(?:cta|warpgroup|cluster)_sync|mbarrier_wait|named_barrier|barrier_sync")
 BARRIER_WAIT = re.compile(r"mbarrier_wait\(")
 # a store into shared memory by the threads themselves (the generic proxy)
@@ -344,6 +345,40 @@ def fence_before_tma_store(art: Artifacts, k_tiles: int) -> bool:
     """D written to shared memory by threads is fenced for the async proxy and synced before the TMA store."""
     body = statements(art.cuda_source)
     return all(_proxy_fenced(body, store) for store in body if TMA_STORE.search(store.text))
+
+
+def staging_waited_before_reuse(art: Artifacts, k_tiles: int) -> bool:
+    """In a tile loop the staging tile of the TMA store is rewritten for every tile while the previous
+    tile's store may still be reading it: before the threads' first store into shared memory after a
+    TMA store (or after the tile loop's start), a cp.async.bulk wait and then a barrier."""
+    body = statements(art.cuda_source)
+    for store in (s for s in body if TMA_STORE.search(s.text)):
+        tile_loop = next((loop for loop in store.loops if loop.is_while), None)
+        if tile_loop is None:
+            continue
+        writes = [s for s in _loop_body(body, tile_loop) if SHARED_STORE.search(s.text) and s.index < store.index]
+        firsts = [w for w in writes if not any(
+            SHARED_STORE.search(s.text) for s in body[_previous_store_or_start(body, w, tile_loop):w.index])]
+        for write in firsts:
+            seen_sync = False
+            for previous in reversed(body[_previous_store_or_start(body, write, tile_loop):write.index]):
+                if THREAD_SYNC.search(previous.text):
+                    seen_sync = True
+                elif BULK_WAIT.search(previous.text) and seen_sync:
+                    break
+            else:
+                return False
+    return True
+
+
+def _previous_store_or_start(body: list[Statement], target: Statement, loop: Loop) -> int:
+    """Where the span before `target` that a TMA store's staging reuse depends on begins: just after the
+    last TMA store before it in the loop's body, else at the loop's start."""
+    start = loop.opened_at + 1
+    for s in body[start:target.index]:
+        if TMA_STORE.search(s.text):
+            start = s.index + 1
+    return start
 
 
 def phases_flip(art: Artifacts, k_tiles: int) -> bool:

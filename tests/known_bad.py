@@ -87,7 +87,13 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-6-tma-store-on-32-threads", "hopper", 6,
             r"if T\.cuda\.elect_sync\(\):\n(\s+Tx\.copy_async\(D\[)", r"if True:\n\1",
             "redundant", features.ONE_TMA_STORER.name),
+    Variant("hopper-6-dsmem-rewritten-before-the-store-read-it", "hopper", 6,
+            r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)\n\s+T\.cuda\.cta_sync\(\)", "",
+            "race", features.STAGING_REUSE.name),
     # ---- Hopper, steps 7-10: the same classes inside warp roles ----
+    Variant("hopper-7-dsmem-rewritten-before-the-store-read-it", "hopper", 7,
+            r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
+            "race", features.STAGING_REUSE.name),
     Variant("hopper-7-producer-on-32-threads", "hopper", 7,
             r"if T\.cuda\.elect_sync\(\):\n(\s+produce = PipelineState)", r"if True:\n\1",
             "fault", features.ONE_TMA_ISSUER.name),
@@ -122,7 +128,13 @@ VARIANTS: tuple[Variant, ...] = (
             r"(Tx\.copy\(Dsmem\[warp_id \* 32 \+ lane_id, :\], Dreg_f16\[:\]\)\n\s+#[^\n]*)\n\s+"
             r"T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", r"\1",
             "wrong", features.STORE_FENCE.name),
+    Variant("blackwell-6-dsmem-rewritten-before-the-store-read-it", "blackwell", 6,
+            r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)\n\s+T\.cuda\.cta_sync\(\)", "",
+            "race", features.STAGING_REUSE.name),
     # ---- Blackwell, steps 7-10 ----
+    Variant("blackwell-7-dsmem-rewritten-before-the-store-read-it", "blackwell", 7,
+            r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
+            "race", features.STAGING_REUSE.name),
     Variant("blackwell-7-no-tcgen05-fence-after-wait", "blackwell", 7,
             r"(tma2mma\.wait\(s, mma_state\.phase\))\n\s+T\.ptx\.tcgen05\.fence__after_thread_sync\(\)", r"\1",
             "wrong", features.TCGEN05_FENCES.name),
