@@ -56,15 +56,15 @@ _HOPPER_FLAG = r"k \* \(BLK_K // MMA_K\) \+ kk != 0"
 VARIANTS: tuple[Variant, ...] = (
     # ---- Hopper, steps 1-6 ----
     Variant("hopper-1-no-proxy-fence", "hopper", 1,
-            r"(B\[n_st:n_st \+ BLK_N, 0:BLK_K\]\)\n\s+#[^\n]*)\n\s+T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", r"\1",
+            r"(B\[n_st:n_st \+ BLK_N, k_st:k_st \+ BLK_K\]\)\n\s+#[^\n]*)\n\s+T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", r"\1",
             "race", features.WGMMA_FENCES.name),
     Variant("hopper-1-no-wgmma-fence", "hopper", 1, r"\n\s+T\.ptx\.wgmma\.fence\.sync\.aligned\(\)", "",
             "race", features.WGMMA_FENCES.name),
     Variant("hopper-1-wgmma-on-one-warp", "hopper", 1,
-            r"for kk in T\.unroll\(BLK_K // MMA_K\):\n(\s+)(wgmma_128x128x16\(acc, desc_a\[0\], desc_b\[0\], kk, kk != 0\))",
+            r"for kk in T\.unroll\(BLK_K // MMA_K\):\n(\s+)(wgmma_128x128x16\(acc, desc_a\[stage\], desc_b\[stage\], kk, [^\n]*\))",
             r"if warp_id == 0:\n\1for kk in T.unroll(BLK_K // MMA_K):\n\1    \2",
             "fault", features.WGMMA_BY_WARPGROUPS.name),
-    Variant("hopper-2-one-k-tile", "hopper", 2, r"for k in range\(K_TILES\):", "for k in range(1):",
+    Variant("hopper-2-one-k-tile", "hopper", 2, r"for k in range\(K // BLK_K\):", "for k in range(1):",
             "wrong", features.K_LOOP.name),
     Variant("hopper-2-accumulator-reset-every-k-tile", "hopper", 2, _HOPPER_FLAG, "kk != 0",
             "wrong", features.ACCUMULATE_FLAG.name),

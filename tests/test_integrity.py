@@ -52,7 +52,7 @@ def compute_only_into_poison(step3_source: str) -> str:
     poison the grader fills outputs with: right on a fresh output, nothing to do on one already written
     (issue 15, class 1: a grader that timed calls into a reused output would time no work)."""
     lines = step3_source.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip() == "for k in range(K_TILES):")
+    start = next(i for i, line in enumerate(lines) if line.strip() == "mma_tile()")
     end = next(i for i, line in enumerate(lines) if line.strip() == "return kernel")
     indent = lines[start][: len(lines[start]) - len(lines[start].lstrip())]
     guarded = [f"{indent}if T.isnan(D[m_st, n_st]):"] + [("    " + line) if line.strip() else line
@@ -67,11 +67,11 @@ def test_a_kernel_that_works_only_into_a_poisoned_output_passes_the_cpu_grade(tm
     assert any("did not simulate this kernel: it uses control flow that depends on data" in n for n in result.notes)
 
 
-@pytest.mark.parametrize("k_loop", ["range(K_TILES - 1)", "range(min(K_TILES, 2048 // BLK_K))"],
+@pytest.mark.parametrize("k_loop", ["range(K // BLK_K - 1)", "range(min(K // BLK_K, 2048 // BLK_K))"],
                          ids=["one-tile-short", "ignores-k-beyond-2048"])
 def test_a_k_loop_that_stops_early_fails_the_static_checks(tmp_path, k_loop):
     # the same kernels reach the GPU with the static checks set aside in tests/test_integrity_gpu.py
-    result = _grade(_tree(tmp_path, 3, _solution(3).replace("range(K_TILES)", k_loop)), 3)
+    result = _grade(_tree(tmp_path, 3, _solution(3).replace("range(K // BLK_K)", k_loop)), 3)
     assert result.features == "failed", result.problems
     assert any("K tile" in p for p in result.problems), result.problems
 

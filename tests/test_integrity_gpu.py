@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import gpu_arch
+from conftest import gpu_arch, without_static_checks
 from test_gpu import _config, _solution, _track, _write
 from test_integrity import compute_only_into_poison
-from grader import features
 from grader.grade import grade_step
 from grader.steps import STEPS
 
@@ -37,12 +36,6 @@ _t.median_ms_interleaved = lambda calls, *a, **k: {name: 1e-3 if name == "kernel
 """
 
 
-def _without_static_checks(monkeypatch, step: int) -> None:
-    # The static K-loop check already rejects these kernels on a CPU (tests/test_integrity.py); set
-    # aside, they reach the GPU, and what is tested is that the comparison there still catches them.
-    monkeypatch.setitem(features.CHECKS[_track()], step, [])
-
-
 @pytest.mark.parametrize("attack", [SLOW_MATMUL, PASS_COMPARE, FAST_TIMER], ids=["torch.matmul", "compare", "timer"])
 def test_patching_the_judge_from_the_student_file_changes_nothing(tmp_path, attack):
     # step 3's kernel as step 5 is correct and slow: a patched judge would pass it
@@ -53,8 +46,8 @@ def test_patching_the_judge_from_the_student_file_changes_nothing(tmp_path, atta
 
 
 def test_a_wrong_kernel_with_a_patched_comparison_is_still_wrong(tmp_path, monkeypatch):
-    broken = re.sub(r"range\(K_TILES\)", "range(K_TILES - 1)", _solution(3)) + PASS_COMPARE
-    _without_static_checks(monkeypatch, 3)
+    broken = re.sub(r"range\(K // BLK_K\)", "range(K // BLK_K - 1)", _solution(3)) + PASS_COMPARE
+    without_static_checks(monkeypatch, _track(), 3)
     result = grade_step(_config(_write(tmp_path, 3, broken), shapes=((256, 384, 192),)), STEPS[_track()][3])
     assert result.correctness == "failed"
     assert any("wrong result at 256x384x192" in p for p in result.problems), result.problems
@@ -67,8 +60,8 @@ def test_an_honest_kernel_with_a_slowed_matmul_keeps_its_share(tmp_path):
 
 
 def test_a_kernel_that_ignores_k_beyond_2048_fails_at_the_timed_shape(tmp_path, monkeypatch):
-    broken = re.sub(r"range\(K_TILES\)", "range(min(K_TILES, 2048 // BLK_K))", _solution(3))
-    _without_static_checks(monkeypatch, 3)
+    broken = re.sub(r"range\(K // BLK_K\)", "range(min(K // BLK_K, 2048 // BLK_K))", _solution(3))
+    without_static_checks(monkeypatch, _track(), 3)
     result = grade_step(_config(_write(tmp_path, 3, broken)), STEPS[_track()][3])
     assert result.correctness == "failed" or result.speed == "failed"
     assert any("wrong" in p for p in result.problems), result.problems

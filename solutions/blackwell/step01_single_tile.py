@@ -4,9 +4,10 @@ The whole problem is a single tile: every thread copies A and B into swizzled sh
 one thread asks the tensor core for D = A @ B^T with `tcgen05.mma`, the result lands in
 tensor memory (TMEM), and the warpgroup reads it back into registers and writes it out.
 The lesson is the Blackwell data path and its one completion signal: `tcgen05.commit`
-arriving on an mbarrier. The three parts of a K tile (load_k_tile, mma_k_tile, wait_mma) and
-the writeback (store_tile) are named `@T.inline` helpers: the later steps call them in a loop
-and change what is inside them, so each step's diff shows its idea, not re-indented code.
+arriving on an mbarrier. The three parts of a K tile (load_k_tile, mma_k_tile, wait_mma), the
+K loop of a tile (mma_tile, here one K tile) and the writeback (store_tile) are named
+`@T.inline` helpers: the later steps change what is inside them and call them in loops, so each
+step's diff shows its idea, not re-indented code.
 """
 
 import tvm
@@ -122,6 +123,13 @@ def hgemm_v1(M, N, K):
             T.ptx.tcgen05.fence__after_thread_sync()
             # <<< TODO 1.3
 
+        # ---- the K loop of one output tile: here a single K tile ----
+        @T.inline
+        def mma_tile():
+            load_k_tile(0)
+            mma_k_tile(False)
+            wait_mma()
+
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
         @T.inline
         def store_tile():
@@ -137,9 +145,7 @@ def hgemm_v1(M, N, K):
             Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
             # <<< TODO 1.4
 
-        load_k_tile(0)
-        mma_k_tile(False)
-        wait_mma()
+        mma_tile()
         store_tile()
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----

@@ -122,6 +122,14 @@ def hgemm_v3(M, N, K):
             phase_mma = phase_mma ^ 1
             T.ptx.tcgen05.fence__after_thread_sync()
 
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
+            for k in T.serial(K // BLK_K):
+                load_k_tile(k * BLK_K)
+                mma_k_tile(k != 0)
+                wait_mma()
+
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
         @T.inline
         def store_tile():
@@ -135,10 +143,7 @@ def hgemm_v3(M, N, K):
             m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
             Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
 
-        for k in T.serial(K // BLK_K):
-            load_k_tile(k * BLK_K)
-            mma_k_tile(k != 0)
-            wait_mma()
+        mma_tile()
         store_tile()
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----

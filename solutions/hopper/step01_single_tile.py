@@ -3,6 +3,9 @@
 All 128 threads of one warpgroup copy the A and B tiles into 128B-swizzled shared memory, the
 warpgroup multiplies them with wgmma (eight m64n128k16 instructions: four K=16 slices times the
 two 64-row halves), and each thread writes its accumulator registers straight to global memory.
+The two parts of a K tile (load_k_tile, mma_k_tile), the K loop of a tile (mma_tile, here one
+K tile) and the writeback (store_tile) are named `@T.inline` helpers: the later steps change what
+is inside them and call them in loops, so each step's diff shows its idea, not re-indented code.
 """
 
 import tvm
@@ -80,30 +83,48 @@ def hgemm_v1(M, N, K):
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
         # <<< TODO 1.1
 
-        # ---- load: every thread copies part of A and B (generic proxy stores) ----
-        # >>> TODO 1.2: load the A and B tiles into shared memory for wgmma
-        Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, 0:BLK_K])
-        Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, 0:BLK_K])
-        # wgmma reads shared memory through the async proxy: fence, then sync
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
-        # <<< TODO 1.2
+        # ---- one K tile in two parts (inline helpers: later steps change what they do) ----
+        # every thread copies its part of the K tile that starts at column k_st of A and B
+        @T.inline
+        def load_k_tile(k_st):
+            # >>> TODO 1.2: load the A and B tiles into shared memory for wgmma
+            Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
+            Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
+            # wgmma reads shared memory through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            # <<< TODO 1.2
 
-        # ---- MMA: 4 K-slices x 2 row halves (8 wgmmas), one commit group, wait for it ----
-        # >>> TODO 1.3: the warpgroup multiplies the tiles and waits for it
-        T.ptx.wgmma.fence.sync.aligned()
-        for kk in T.unroll(BLK_K // MMA_K):
-            wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, kk != 0)
-        T.ptx.wgmma.commit_group.sync.aligned()
-        T.ptx.wgmma.wait_group.sync.aligned(0)
-        # <<< TODO 1.3
+        # the warpgroup multiplies K tile k, held in stage `stage` (here the only one, 0): 4 K-slices
+        # x 2 row halves (8 wgmmas), one commit group, and waits for it; only the very first K=16
+        # slice of the whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
+            # >>> TODO 1.3: the warpgroup multiplies the tiles and waits for it
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(BLK_K // MMA_K):
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+            # <<< TODO 1.3
+
+        # ---- the K loop of one output tile: here a single K tile ----
+        @T.inline
+        def mma_tile():
+            load_k_tile(0)
+            mma_k_tile(0, 0)
 
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
-        # >>> TODO 1.4: write the accumulator registers to D as fp16
-        for h in T.unroll(2):
-            for i in T.unroll(64):
-                D[m_st + acc_row(h, warp_id, lane_id, i), n_st + acc_col(lane_id, i)] = T.cast(
-                    acc[h * 64 + i], d_type)
-        # <<< TODO 1.4
+        @T.inline
+        def store_tile():
+            # >>> TODO 1.4: write the accumulator registers to D as fp16
+            for h in T.unroll(2):
+                for i in T.unroll(64):
+                    D[m_st + acc_row(h, warp_id, lane_id, i), n_st + acc_col(lane_id, i)] = T.cast(
+                        acc[h * 64 + i], d_type)
+            # <<< TODO 1.4
+
+        mma_tile()
+        store_tile()
 
     return kernel

@@ -32,8 +32,9 @@ def hgemm_v4(M, N, K):
         wgmma still completes through wgmma.commit_group / wait_group(0); that wait (in the
         elected thread too) is what makes issuing the next K tile's TMA into Asmem/Bsmem safe.
         Epilogue: every thread's st.shared to Dsmem, fence.proxy.async.shared::cta (the TMA
-        store reads through the async proxy), cta_sync, then one thread issues the store,
-        cp.async.bulk.commit_group and cp.async.bulk.wait_group(0) before the CTA exits.
+        store reads through the async proxy), cta_sync, then one thread issues the store and
+        cp.async.bulk.commit_group; warp 0 waits with cp.async.bulk.wait_group(0) before the CTA
+        exits (only the lane that committed the store has a group to wait for).
 
     Blackwell twin: the same tma_bar protocol and TMA store; the MMA is tcgen05.mma with
     tcgen05.commit arriving on a second mbarrier (mma_bar) and the accumulator in TMEM, where
@@ -52,7 +53,6 @@ def hgemm_v4(M, N, K):
 
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
-    K_TILES = K // BLK_K
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
@@ -108,9 +108,11 @@ def hgemm_v4(M, N, K):
         encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
 
-        for k in range(K_TILES):
-            k_st = T.meta_var(k * BLK_K)
-            # ---- load: one thread arms tma_bar with the byte count and issues two TMA loads ----
+        # ---- one K tile in two parts (inline helpers: later steps change what they do) ----
+        # one thread arms tma_bar with the byte count and issues the two TMA loads of the K tile
+        # that starts at column k_st; every thread waits until all TMA_BYTES have landed
+        @T.inline
+        def load_k_tile(k_st):
             # >>> TODO 4.4: one thread arms tma_bar and issues the two TMA loads
             if warp_id == 0:
                 if T.cuda.elect_sync():
@@ -120,36 +122,54 @@ def hgemm_v4(M, N, K):
                     Tx.copy_async(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K],
                                   dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
             # <<< TODO 4.4
-            # every thread waits until all TMA_BYTES have landed (the phase flips each K tile)
             # >>> TODO 4.5: every thread waits until the tiles have landed
             T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma)
             phase_tma = phase_tma ^ 1
             # <<< TODO 4.5
 
-            # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
+        # the warpgroup multiplies K tile k, held in stage `stage` (here the only one, 0): 4 K-slices
+        # x 2 row halves (8 wgmmas), one commit group, and waits for it; only the very first K=16
+        # slice of the whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
             T.ptx.wgmma.fence.sync.aligned()
             for kk in T.unroll(BLK_K // MMA_K):
-                wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, k * (BLK_K // MMA_K) + kk != 0)
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
             T.ptx.wgmma.commit_group.sync.aligned()
-            # the wgmmas are done reading Asmem/Bsmem: the next TMA may overwrite them
             T.ptx.wgmma.wait_group.sync.aligned(0)
 
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
+            for k in range(K // BLK_K):
+                load_k_tile(k * BLK_K)
+                mma_k_tile(0, k)
+
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
-        # >>> TODO 4.6: write D through shared memory with one TMA store
-        for h in T.unroll(2):
-            for i in T.unroll(64):
-                Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
-                    acc[h * 64 + i], d_type)
-        # the TMA store reads Dsmem through the async proxy: fence, then sync
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
+        @T.inline
+        def store_tile():
+            # >>> TODO 4.6: write D through shared memory with one TMA store
+            for h in T.unroll(2):
+                for i in T.unroll(64):
+                    Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                        acc[h * 64 + i], d_type)
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
+            # <<< TODO 4.6
+
+        mma_tile()
+        store_tile()
+
+        # the store must finish reading Dsmem before the CTA (and its shared memory) goes away
+        # >>> TODO 4.7: the store is complete before the CTA exits
         if warp_id == 0:
-            if T.cuda.elect_sync():
-                Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
-                              dispatch="tma_auto")
-                T.ptx.cp.async_.bulk.commit_group()
-                # the store must finish reading Dsmem before the CTA (and its smem) goes away
-                T.ptx.cp.async_.bulk.wait_group(0)
-        # <<< TODO 4.6
+            T.ptx.cp.async_.bulk.wait_group(0)
+        # <<< TODO 4.7
 
     return kernel

@@ -121,63 +121,77 @@ def hgemm_v5(M, N, K):
         # <<< TODO 5.6
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
+        # >>> TODO 5.7: load K tile k into stage `stage`
         @T.inline
         def tma_load(stage, k):
-            # >>> TODO 5.7: load K tile k into stage `stage`
             T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([stage]), T.uint32(TMA_BYTES))
             Tx.copy_async(Asmem[stage, :, :], A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
             Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
-            # <<< TODO 5.7
+        # <<< TODO 5.7
 
-        # ---- prefetch: fill both stages before the first MMA ----
-        # >>> TODO 5.8: prologue: fill the stages before the first MMA
-        if warp_id == 0:
-            if T.cuda.elect_sync():
-                for s in T.unroll(PRE_NUM):
-                    tma_load(s, s)
-        # <<< TODO 5.8
+        # the warpgroup multiplies K tile k, held in stage `stage`: 4 K-slices x 2 row halves
+        # (8 wgmmas), one commit group, and waits for it; only the very first K=16 slice of the
+        # whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(BLK_K // MMA_K):
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            T.ptx.wgmma.wait_group.sync.aligned(0)
 
-        # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
-        # >>> TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
-        for ring in range(RING):
-            for s in T.unroll(PIPE_DEPTH):
-                k = T.meta_var(ring * PIPE_DEPTH + s)
-                if k < K_TILES:
-                    # every thread waits until K tile k has landed in stage s
-                    T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
-                    phase_tma[s] = phase_tma[s] ^ 1
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
+            # ---- prefetch: fill both stages before the first MMA ----
+            # >>> TODO 5.8: prologue: fill the stages before the first MMA
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    for s in T.unroll(PRE_NUM):
+                        tma_load(s, s)
+            # <<< TODO 5.8
 
-                    # ---- MMA on stage s: accumulate, except for the very first K=16 slice ----
-                    T.ptx.wgmma.fence.sync.aligned()
-                    for kk in T.unroll(BLK_K // MMA_K):
-                        wgmma_128x128x16(acc, desc_a[s], desc_b[s], kk, k * (BLK_K // MMA_K) + kk != 0)
-                    T.ptx.wgmma.commit_group.sync.aligned()
-                    # the wgmmas are done reading stage s: it may be refilled
-                    T.ptx.wgmma.wait_group.sync.aligned(0)
-
-                    # ---- refill stage s with K tile k + PIPE_DEPTH ----
-                    if warp_id == 0:
-                        if T.cuda.elect_sync():
-                            if k + PIPE_DEPTH < K_TILES:
-                                tma_load(s, k + PIPE_DEPTH)
-        # <<< TODO 5.9
+            # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
+            # >>> TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
+            for ring in range(RING):
+                for s in T.unroll(PIPE_DEPTH):
+                    k = T.meta_var(ring * PIPE_DEPTH + s)
+                    if k < K_TILES:
+                        # every thread waits until K tile k has landed in stage s
+                        T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                        phase_tma[s] = phase_tma[s] ^ 1
+                        # the wgmmas are done reading stage s when this returns: it may be refilled
+                        mma_k_tile(s, k)
+                        # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                        if warp_id == 0:
+                            if T.cuda.elect_sync():
+                                if k + PIPE_DEPTH < K_TILES:
+                                    tma_load(s, k + PIPE_DEPTH)
+            # <<< TODO 5.9
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
-        for h in T.unroll(2):
-            for i in T.unroll(64):
-                Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
-                    acc[h * 64 + i], d_type)
-        # the TMA store reads Dsmem through the async proxy: fence, then sync
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
+        @T.inline
+        def store_tile():
+            for h in T.unroll(2):
+                for i in T.unroll(64):
+                    Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                        acc[h * 64 + i], d_type)
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
+
+        mma_tile()
+        store_tile()
+
+        # the store must finish reading Dsmem before the CTA (and its shared memory) goes away
         if warp_id == 0:
-            if T.cuda.elect_sync():
-                Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
-                              dispatch="tma_auto")
-                T.ptx.cp.async_.bulk.commit_group()
-                # the store must finish reading Dsmem before the CTA (and its smem) goes away
-                T.ptx.cp.async_.bulk.wait_group(0)
+            T.ptx.cp.async_.bulk.wait_group(0)
 
     return kernel

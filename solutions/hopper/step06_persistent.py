@@ -113,7 +113,7 @@ def hgemm_v6(M, N, K, sm_count):
         m_st = T.meta_var(tile_scheduler.m_idx * BLK_M)
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
         # <<< TODO 6.2
-        # one phase bit per stage, starting at 0 ONCE: it carries over from tile to tile
+        # one phase bit per stage, both starting at 0
         phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
@@ -136,9 +136,21 @@ def hgemm_v6(M, N, K, sm_count):
             Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
 
-        while tile_scheduler.valid():
+        # the warpgroup multiplies K tile k, held in stage `stage`: 4 K-slices x 2 row halves
+        # (8 wgmmas), one commit group, and waits for it; only the very first K=16 slice of the
+        # whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(BLK_K // MMA_K):
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
             # ---- prefetch: fill both stages before the first MMA ----
-            # >>> TODO 6.3: the K loop of one tile
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     for s in T.unroll(PRE_NUM):
@@ -152,30 +164,23 @@ def hgemm_v6(M, N, K, sm_count):
                         # every thread waits until K tile k has landed in stage s
                         T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
                         phase_tma[s] = phase_tma[s] ^ 1
-
-                        # ---- MMA on stage s: accumulate, except for the very first K=16 slice ----
-                        T.ptx.wgmma.fence.sync.aligned()
-                        for kk in T.unroll(BLK_K // MMA_K):
-                            wgmma_128x128x16(acc, desc_a[s], desc_b[s], kk, k * (BLK_K // MMA_K) + kk != 0)
-                        T.ptx.wgmma.commit_group.sync.aligned()
-                        # the wgmmas are done reading stage s: it may be refilled
-                        T.ptx.wgmma.wait_group.sync.aligned(0)
-
+                        # the wgmmas are done reading stage s when this returns: it may be refilled
+                        mma_k_tile(s, k)
                         # ---- refill stage s with K tile k + PIPE_DEPTH ----
                         if warp_id == 0:
                             if T.cuda.elect_sync():
                                 if k + PIPE_DEPTH < K_TILES:
                                     tma_load(s, k + PIPE_DEPTH)
-            # <<< TODO 6.3
 
-            # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
+        # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
+        @T.inline
+        def store_tile():
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
-            # >>> TODO 6.4: wait until the previous tile's store has read Dsmem
+            # >>> TODO 6.3: wait until the previous tile's store has read Dsmem
             if warp_id == 0:
                 T.ptx.cp.async_.bulk.wait_group.read(0)
             T.cuda.cta_sync()
-            # <<< TODO 6.4
-            # >>> TODO 6.5: store this tile without waiting for it
+            # <<< TODO 6.3
             for h in T.unroll(2):
                 for i in T.unroll(64):
                     Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
@@ -188,16 +193,16 @@ def hgemm_v6(M, N, K, sm_count):
                     Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
                                   dispatch="tma_auto")
                     T.ptx.cp.async_.bulk.commit_group()
-            # <<< TODO 6.5
 
-            # >>> TODO 6.6: advance to the next tile
+        # >>> TODO 6.4: every output tile of this CTA, one after the other
+        while tile_scheduler.valid():
+            mma_tile()
+            store_tile()
             tile_scheduler.next_tile()
-            # <<< TODO 6.6
+        # <<< TODO 6.4
 
-        # the last TMA store must finish before the CTA (and its shared memory) goes away
-        # >>> TODO 6.7: the last store is complete before teardown
+        # the last store must finish reading Dsmem before the CTA (and its shared memory) goes away
         if warp_id == 0:
             T.ptx.cp.async_.bulk.wait_group(0)
-        # <<< TODO 6.7
 
     return kernel

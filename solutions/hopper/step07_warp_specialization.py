@@ -70,7 +70,9 @@ def hgemm_v7(M, N, K, sm_count):
     MMA_K = 16
     K_TILES = K // BLK_K
     PIPE_DEPTH = 2
+    # >>> TODO 7.1: how many registers each role's threads get
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
+    # <<< TODO 7.1
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
@@ -86,22 +88,22 @@ def hgemm_v7(M, N, K, sm_count):
     ):
         # fmt: off
         T.device_entry()
-        # >>> TODO 7.1: a register cap at launch
+        # >>> TODO 7.2: a register cap at launch
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
-        # <<< TODO 7.1
-        bx = T.cta_id([sm_count])
-        # >>> TODO 7.2: a producer and a consumer warpgroup
-        wg_id = T.warpgroup_id([2])
         # <<< TODO 7.2
+        bx = T.cta_id([sm_count])
+        # >>> TODO 7.3: a producer and a consumer warpgroup
+        wg_id = T.warpgroup_id([2])
+        # <<< TODO 7.3
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
 
         # ---- shared memory: the two barrier rings, then the 128B-swizzled tiles ----
         pool = T.SMEMPool()
-        # >>> TODO 7.3: the full and empty barrier rings
+        # >>> TODO 7.4: the full and empty barrier rings
         tma2mma = TMABar(pool, PIPE_DEPTH)
         mma2tma = MBarrier(pool, PIPE_DEPTH)
-        # <<< TODO 7.3
+        # <<< TODO 7.4
         pool.move_base_to(1024)
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
@@ -109,10 +111,10 @@ def hgemm_v7(M, N, K, sm_count):
         pool.commit()
 
         # ---- barrier init (thread 0), made visible to every thread and to the async proxy ----
-        # >>> TODO 7.4: arrival counts of the two rings
+        # >>> TODO 7.5: arrival counts of the two rings
         tma2mma.init(1)
         mma2tma.init(1)
-        # <<< TODO 7.4
+        # <<< TODO 7.5
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
@@ -127,10 +129,10 @@ def hgemm_v7(M, N, K, sm_count):
 
         if wg_id == 0:
             # ---- producer: registers go to the consumer; one thread issues every TMA ----
-            # >>> TODO 7.5: the producer gives its registers away
+            # >>> TODO 7.6: the producer gives its registers away
             T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
-            # <<< TODO 7.5
-            # >>> TODO 7.6: one producer thread fills free stages, tile after tile
+            # <<< TODO 7.6
+            # >>> TODO 7.7: one producer thread fills free stages, tile after tile
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     produce = PipelineState(PIPE_DEPTH, 1)  # stages start empty: first waits pass
@@ -146,10 +148,10 @@ def hgemm_v7(M, N, K, sm_count):
                                           dispatch="tma_auto", mbar=tma2mma.ptr_to([produce.stage]))
                             produce.advance()
                         tile_scheduler.next_tile()
-            # <<< TODO 7.6
+            # <<< TODO 7.7
         else:
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
-            # >>> TODO 7.7: the consumer's registers, phase and descriptors
+            # >>> TODO 7.8: the consumer's registers, phase and descriptors
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consume = PipelineState(PIPE_DEPTH, 0)
             acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
@@ -157,9 +159,9 @@ def hgemm_v7(M, N, K, sm_count):
             desc_b = T.alloc_local((1,), "uint64")
             encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0, 0]))
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
-            # <<< TODO 7.7
+            # <<< TODO 7.8
             while tile_scheduler.valid():
-                # >>> TODO 7.8: wait for a full stage, multiply it, release it
+                # >>> TODO 7.9: wait for a full stage, multiply it, release it
                 for k in range(K_TILES):
                     tma2mma.wait(consume.stage, consume.phase)
                     stage_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
@@ -174,11 +176,11 @@ def hgemm_v7(M, N, K, sm_count):
                         if lane_id == 0:
                             mma2tma.arrive(consume.stage)
                     consume.advance()
-                # <<< TODO 7.8
+                # <<< TODO 7.9
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                # >>> TODO 7.9: step 6's writeback, synchronised among the consumer's threads only
+                # >>> TODO 7.10: step 6's writeback, synchronised among the consumer's threads only
                 if warp_id == 0:
                     T.ptx.cp.async_.bulk.wait_group.read(0)
                 T.cuda.warpgroup_sync(EPILOGUE_BAR)
@@ -193,7 +195,7 @@ def hgemm_v7(M, N, K, sm_count):
                         Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
                                       dispatch="tma_auto")
                         T.ptx.cp.async_.bulk.commit_group()
-                # <<< TODO 7.9
+                # <<< TODO 7.10
                 tile_scheduler.next_tile()
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away

@@ -118,6 +118,17 @@ def hgemm_v2(M, N, K):
             phase_mma = phase_mma ^ 1
             T.ptx.tcgen05.fence__after_thread_sync()
 
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
+            # TODO 2.1: the K loop: per K tile, load it, then accumulate it
+            #   mma_tile now walks over the K / BLK_K K tiles and runs step 1's three parts on each: load_k_tile
+            #   from the tile's first column, mma_k_tile with the accumulate flag off for the first K tile only
+            #   (TMEM holds garbage before it; the flag may be a runtime expression of the loop variable), then
+            #   wait_mma. wait_mma flips phase_mma every time, so mma_bar's phase alternates 0, 1, 0, ...; and its
+            #   wait is what makes the next load into Asmem/Bsmem safe: the MMA that read them has finished.
+            todo("2.1 the K loop: per K tile, load it, then accumulate it")
+
         # ---- writeback: TMEM -> registers (thread t of the warpgroup gets row t) -> D ----
         @T.inline
         def store_tile():
@@ -131,13 +142,7 @@ def hgemm_v2(M, N, K):
             m_thr = T.meta_var(m_st + warp_id * 32 + lane_id)
             Tx.copy(D[m_thr, n_st:n_st + BLK_N], Dreg_f16[:])
 
-        # TODO 2.1: the K loop: per K tile, load it, then accumulate it
-        #   Walk over the K / BLK_K K tiles and run step 1's three parts on each: load_k_tile from the tile's first
-        #   column, mma_k_tile with the accumulate flag off for the first K tile only (TMEM holds garbage before it;
-        #   the flag may be a runtime expression of the loop variable), then wait_mma. wait_mma flips phase_mma every
-        #   time, so mma_bar's phase alternates 0, 1, 0, ...; and its wait is what makes the next load into
-        #   Asmem/Bsmem safe: the MMA that read them has finished.
-        todo("2.1 the K loop: per K tile, load it, then accumulate it")
+        mma_tile()
         store_tile()
 
         # ---- teardown: every TMEM read is finished before warp 0 frees TMEM ----

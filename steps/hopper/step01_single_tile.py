@@ -83,25 +83,46 @@ def hgemm_v1(M, N, K):
         #   pointing at the tile's first element. The tiles never move, so once is enough.
         todo("1.1 encode the wgmma descriptors of the two tiles")
 
-        # ---- load: every thread copies part of A and B (generic proxy stores) ----
-        # TODO 1.2: load the A and B tiles into shared memory for wgmma
-        #   All 128 threads copy the 128x64 tiles of A (rows from m_st) and B (rows from n_st) into
-        #   Asmem/Bsmem (a CTA-wide tile copy). wgmma reads shared memory through the async proxy: fence the
-        #   generic stores for it, then a CTA barrier so every thread's part is in.
-        todo("1.2 load the A and B tiles into shared memory for wgmma")
+        # ---- one K tile in two parts (inline helpers: later steps change what they do) ----
+        # every thread copies its part of the K tile that starts at column k_st of A and B
+        @T.inline
+        def load_k_tile(k_st):
+            # TODO 1.2: load the A and B tiles into shared memory for wgmma
+            #   All 128 threads copy the 128x64 tiles of A (rows from m_st) and B (rows from n_st) that start at
+            #   column k_st into Asmem/Bsmem (a CTA-wide tile copy). wgmma reads shared memory through the async
+            #   proxy: fence the generic stores for it, then a CTA barrier so every thread's part is in.
+            todo("1.2 load the A and B tiles into shared memory for wgmma")
 
-        # ---- MMA: 4 K-slices x 2 row halves (8 wgmmas), one commit group, wait for it ----
-        # TODO 1.3: the warpgroup multiplies the tiles and waits for it
-        #   All 128 threads (one warpgroup) issue wgmma together: fence the accumulator registers, issue
-        #   one 128x128x16 MMA per K=16 slice of the 64-wide tile (helper in kernel_helpers.hopper; scale-d 0
-        #   on the first slice overwrites garbage), commit them as a group and wait for the group.
-        todo("1.3 the warpgroup multiplies the tiles and waits for it")
+        # the warpgroup multiplies K tile k, held in stage `stage` (here the only one, 0): 4 K-slices
+        # x 2 row halves (8 wgmmas), one commit group, and waits for it; only the very first K=16
+        # slice of the whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
+            # TODO 1.3: the warpgroup multiplies the tiles and waits for it
+            #   All 128 threads (one warpgroup) issue wgmma together: fence the accumulator registers, issue one
+            #   128x128x16 MMA per K=16 slice of the 64-wide tile, reading the tiles through the descriptors of
+            #   `stage` (helper in kernel_helpers.hopper), commit them as a group and wait for the group. Scale-d
+            #   is 0 only for the very first K=16 slice of the whole K (K tile k = 0, slice 0: it overwrites
+            #   garbage); every other slice accumulates.
+            todo("1.3 the warpgroup multiplies the tiles and waits for it")
+
+        # ---- the K loop of one output tile: here a single K tile ----
+        @T.inline
+        def mma_tile():
+            load_k_tile(0)
+            mma_k_tile(0, 0)
 
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
-        # TODO 1.4: write the accumulator registers to D as fp16
-        #   Each thread holds 128 fp32 values of the tile in the wgmma fragment layout: acc[h * 64 + i]
-        #   sits at tile row acc_row(h, warp_id, lane_id, i) and column acc_col(lane_id, i) (kernel_helpers.hopper).
-        #   Cast each to fp16 and store it at that place of D, offset by the tile origin.
-        todo("1.4 write the accumulator registers to D as fp16")
+        @T.inline
+        def store_tile():
+            # TODO 1.4: write the accumulator registers to D as fp16
+            #   Each thread holds 128 fp32 values of the tile in the wgmma fragment layout: acc[h * 64 + i] sits
+            #   at tile row acc_row(h, warp_id, lane_id, i) and column acc_col(lane_id, i)
+            #   (kernel_helpers.hopper). Cast each to fp16 and store it at that place of D, offset by the tile
+            #   origin.
+            todo("1.4 write the accumulator registers to D as fp16")
+
+        mma_tile()
+        store_tile()
 
     return kernel

@@ -44,7 +44,6 @@ def hgemm_v2(M, N, K):
 
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
-    K_TILES = K // BLK_K
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
@@ -80,19 +79,46 @@ def hgemm_v2(M, N, K):
         encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
 
-        # TODO 2.1: the K loop: per K tile, load it, then accumulate it
-        #   Walk over the K_TILES K tiles of this CTA's rows and columns, k_st the tile's first column. Per K tile:
-        #   as in step 1, every thread copies the 128x64 slices of A and B for columns k_st .. k_st + BLK_K into
-        #   Asmem/Bsmem, then the proxy fence and the CTA barrier; then step 1's wgmma sequence, except that the
-        #   scale-d flag is 0 only for the very first K=16 slice of the whole K loop (k = 0 and kk = 0) and every
-        #   other slice accumulates. Wait for the wgmma group before the next iteration overwrites Asmem/Bsmem:
-        #   that wait is what makes reusing the one pair of tiles safe.
-        todo("2.1 the K loop: per K tile, load it, then accumulate it")
+        # ---- one K tile in two parts (inline helpers: later steps change what they do) ----
+        # every thread copies its part of the K tile that starts at column k_st of A and B
+        @T.inline
+        def load_k_tile(k_st):
+            Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
+            Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
+            # wgmma reads shared memory through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+
+        # the warpgroup multiplies K tile k, held in stage `stage` (here the only one, 0): 4 K-slices
+        # x 2 row halves (8 wgmmas), one commit group, and waits for it; only the very first K=16
+        # slice of the whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(BLK_K // MMA_K):
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
+            # TODO 2.1: the K loop: per K tile, load it, then accumulate it
+            #   mma_tile now walks over the K / BLK_K K tiles of this CTA's rows and columns and runs step 1's two
+            #   parts on each: load_k_tile from the tile's first column, then mma_k_tile for K tile k (still stage
+            #   0: one pair of tiles). mma_k_tile ends with the wait for its wgmma group; that wait is what makes
+            #   the next iteration's overwrite of Asmem/Bsmem safe.
+            todo("2.1 the K loop: per K tile, load it, then accumulate it")
 
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
-        for h in T.unroll(2):
-            for i in T.unroll(64):
-                D[m_st + acc_row(h, warp_id, lane_id, i), n_st + acc_col(lane_id, i)] = T.cast(
-                    acc[h * 64 + i], d_type)
+        @T.inline
+        def store_tile():
+            for h in T.unroll(2):
+                for i in T.unroll(64):
+                    D[m_st + acc_row(h, warp_id, lane_id, i), n_st + acc_col(lane_id, i)] = T.cast(
+                        acc[h * 64 + i], d_type)
+
+        mma_tile()
+        store_tile()
 
     return kernel

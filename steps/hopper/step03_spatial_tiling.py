@@ -45,7 +45,6 @@ def hgemm_v3(M, N, K):
 
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
-    K_TILES = K // BLK_K
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
@@ -88,27 +87,43 @@ def hgemm_v3(M, N, K):
         encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
 
-        for k in range(K_TILES):
-            k_st = T.meta_var(k * BLK_K)
-            # ---- load: every thread copies part of this K tile of A and B ----
+        # ---- one K tile in two parts (inline helpers: later steps change what they do) ----
+        # every thread copies its part of the K tile that starts at column k_st of A and B
+        @T.inline
+        def load_k_tile(k_st):
             Tx.cta.copy(Asmem[:, :], A[m_st:m_st + BLK_M, k_st:k_st + BLK_K])
             Tx.cta.copy(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K])
             # wgmma reads shared memory through the async proxy: fence, then sync
             T.ptx.fence.proxy.async_.shared__cta()
             T.cuda.cta_sync()
 
-            # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
+        # the warpgroup multiplies K tile k, held in stage `stage` (here the only one, 0): 4 K-slices
+        # x 2 row halves (8 wgmmas), one commit group, and waits for it; only the very first K=16
+        # slice of the whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
             T.ptx.wgmma.fence.sync.aligned()
             for kk in T.unroll(BLK_K // MMA_K):
-                wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, k * (BLK_K // MMA_K) + kk != 0)
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
             T.ptx.wgmma.commit_group.sync.aligned()
-            # the wgmmas are done reading Asmem/Bsmem: the next iteration may overwrite them
             T.ptx.wgmma.wait_group.sync.aligned(0)
 
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
+            for k in range(K // BLK_K):
+                load_k_tile(k * BLK_K)
+                mma_k_tile(0, k)
+
         # ---- writeback: registers -> fp16 -> D, straight from the wgmma fragment layout ----
-        for h in T.unroll(2):
-            for i in T.unroll(64):
-                D[m_st + acc_row(h, warp_id, lane_id, i), n_st + acc_col(lane_id, i)] = T.cast(
-                    acc[h * 64 + i], d_type)
+        @T.inline
+        def store_tile():
+            for h in T.unroll(2):
+                for i in T.unroll(64):
+                    D[m_st + acc_row(h, warp_id, lane_id, i), n_st + acc_col(lane_id, i)] = T.cast(
+                        acc[h * 64 + i], d_type)
+
+        mma_tile()
+        store_tile()
 
     return kernel

@@ -54,7 +54,6 @@ def hgemm_v4(M, N, K):
 
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
-    K_TILES = K // BLK_K
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
@@ -108,34 +107,57 @@ def hgemm_v4(M, N, K):
         encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, 0]))
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
 
-        for k in range(K_TILES):
-            k_st = T.meta_var(k * BLK_K)
-            # ---- load: one thread arms tma_bar with the byte count and issues two TMA loads ----
+        # ---- one K tile in two parts (inline helpers: later steps change what they do) ----
+        # one thread arms tma_bar with the byte count and issues the two TMA loads of the K tile
+        # that starts at column k_st; every thread waits until all TMA_BYTES have landed
+        @T.inline
+        def load_k_tile(k_st):
             # TODO 4.4: one thread arms tma_bar and issues the two TMA loads
             #   ONE elected thread (warp 0, elect_sync) arrives on tma_bar announcing TMA_BYTES (arrive.expect_tx),
             #   then hands the A and B tiles of K tile k to the TMA unit (Tx.copy_async naming tma_bar). Trap:
             #   without dispatch="tma_auto" the copy silently becomes cp.async and never arrives on the barrier.
             todo("4.4 one thread arms tma_bar and issues the two TMA loads")
-            # every thread waits until all TMA_BYTES have landed (the phase flips each K tile)
             # TODO 4.5: every thread waits until the tiles have landed
             #   All 128 threads issue the wgmma that reads the tiles, so all wait on tma_bar for phase_tma and
             #   flip it. No proxy fence or CTA barrier: TMA writes through the async proxy itself. (Safe for all to
             #   wait: every warp must reach the warpgroup-wide wgmma before the next load is issued.)
             todo("4.5 every thread waits until the tiles have landed")
 
-            # ---- MMA: accumulate, except for the very first K=16 slice (scale-d = 0) ----
+        # the warpgroup multiplies K tile k, held in stage `stage` (here the only one, 0): 4 K-slices
+        # x 2 row halves (8 wgmmas), one commit group, and waits for it; only the very first K=16
+        # slice of the whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
             T.ptx.wgmma.fence.sync.aligned()
             for kk in T.unroll(BLK_K // MMA_K):
-                wgmma_128x128x16(acc, desc_a[0], desc_b[0], kk, k * (BLK_K // MMA_K) + kk != 0)
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
             T.ptx.wgmma.commit_group.sync.aligned()
-            # the wgmmas are done reading Asmem/Bsmem: the next TMA may overwrite them
             T.ptx.wgmma.wait_group.sync.aligned(0)
 
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
+            for k in range(K // BLK_K):
+                load_k_tile(k * BLK_K)
+                mma_k_tile(0, k)
+
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
-        # TODO 4.6: write D through shared memory with one TMA store
-        #   Step 3's fragment loops, but into the swizzled Dsmem tile (tile coordinates, no m_st/n_st).
-        #   The TMA store reads through the async proxy: proxy fence by every writer, CTA barrier, then ONE
-        #   elected thread stores Dsmem to D's tile (tma_auto), commits the bulk group and waits for it.
-        todo("4.6 write D through shared memory with one TMA store")
+        @T.inline
+        def store_tile():
+            # TODO 4.6: write D through shared memory with one TMA store
+            #   Step 3's fragment loops, but into the swizzled Dsmem tile (tile coordinates, no m_st/n_st). The
+            #   TMA store reads through the async proxy: proxy fence by every writer, CTA barrier, then ONE
+            #   elected thread stores Dsmem to D's tile (tma_auto) and commits the bulk group; TODO 4.7 waits for
+            #   it.
+            todo("4.6 write D through shared memory with one TMA store")
+
+        mma_tile()
+        store_tile()
+
+        # the store must finish reading Dsmem before the CTA (and its shared memory) goes away
+        # TODO 4.7: the store is complete before the CTA exits
+        #   The CTA's shared memory must outlive the store that reads it: warp 0 waits for its committed bulk
+        #   groups to complete (only the lane that committed the store has one; the others pass at once).
+        todo("4.7 the store is complete before the CTA exits")
 
     return kernel

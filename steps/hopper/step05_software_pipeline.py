@@ -116,45 +116,65 @@ def hgemm_v5(M, N, K):
         todo("5.6 one wgmma descriptor pair per stage")
 
         # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
+        # TODO 5.7: load K tile k into stage `stage`
+        #   An inline helper tma_load(stage, k), called below by the elected thread: step 4's load
+        #   (arrive.expect_tx of TMA_BYTES, two TMA copies), aimed at stage `stage` of the buffers and of tma_bar,
+        #   for K tile `k` (columns k * BLK_K ..), without the wait: that moves into the ring. Keep
+        #   dispatch="tma_auto": otherwise the copy becomes cp.async and never completes on the barrier.
+        todo("5.7 load K tile k into stage `stage`")
+
+        # the warpgroup multiplies K tile k, held in stage `stage`: 4 K-slices x 2 row halves
+        # (8 wgmmas), one commit group, and waits for it; only the very first K=16 slice of the
+        # whole K does not accumulate
         @T.inline
-        def tma_load(stage, k):
-            # TODO 5.7: load K tile k into stage `stage`
-            #   Step 4's load (arrive.expect_tx of TMA_BYTES, two TMA copies), aimed at stage `stage` of the
-            #   buffers and of tma_bar, for K tile `k` (columns k * BLK_K ..). Keep dispatch="tma_auto": otherwise
-            #   the copy becomes cp.async and never completes on the barrier.
-            todo("5.7 load K tile k into stage `stage`")
+        def mma_k_tile(stage, k):
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(BLK_K // MMA_K):
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            T.ptx.wgmma.wait_group.sync.aligned(0)
 
-        # ---- prefetch: fill both stages before the first MMA ----
-        # TODO 5.8: prologue: fill the stages before the first MMA
-        #   One elected thread starts the loads of the first PRE_NUM K tiles, K tile s into stage s.
-        todo("5.8 prologue: fill the stages before the first MMA")
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
+            # ---- prefetch: fill both stages before the first MMA ----
+            # TODO 5.8: prologue: fill the stages before the first MMA
+            #   One elected thread starts the loads of the first PRE_NUM K tiles, K tile s into stage s.
+            todo("5.8 prologue: fill the stages before the first MMA")
 
-        # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
-        # TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
-        #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k % PIPE_DEPTH;
-        #   unroll the stage loop so s is a compile-time constant, and skip the K tiles past the last one (the last
-        #   trip may be partial). For K tile k, every thread: waits on stage s's barrier with stage s's own phase
-        #   bit and flips that bit; the warpgroup runs step 4's wgmma sequence on stage s's descriptors (only the
-        #   very first K=16 slice of the whole K loop starts the sum) and waits until the wgmmas are done reading
-        #   stage s. Then one elected thread of warp 0 refills stage s with K tile k + PIPE_DEPTH if that K tile
-        #   exists, so it is in flight while the next stage is multiplied. No load past the last K tile: its bytes
-        #   would never be waited for.
-        todo("5.9 the stage ring: wait for stage s, multiply it, refill it")
+            # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
+            # TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
+            #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k %
+            #   PIPE_DEPTH; unroll the stage loop so s is a compile-time constant, and skip the K tiles past the
+            #   last one (the last trip may be partial). For K tile k, every thread: waits on stage s's barrier
+            #   with stage s's own phase bit and flips that bit; the warpgroup runs step 4's wgmma sequence on
+            #   stage s's descriptors (only the very first K=16 slice of the whole K loop starts the sum) and
+            #   waits until the wgmmas are done reading stage s. Then one elected thread of warp 0 refills stage s
+            #   with K tile k + PIPE_DEPTH if that K tile exists, so it is in flight while the next stage is
+            #   multiplied. No load past the last K tile: its bytes would never be waited for.
+            todo("5.9 the stage ring: wait for stage s, multiply it, refill it")
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
-        for h in T.unroll(2):
-            for i in T.unroll(64):
-                Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
-                    acc[h * 64 + i], d_type)
-        # the TMA store reads Dsmem through the async proxy: fence, then sync
-        T.ptx.fence.proxy.async_.shared__cta()
-        T.cuda.cta_sync()
+        @T.inline
+        def store_tile():
+            for h in T.unroll(2):
+                for i in T.unroll(64):
+                    Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                        acc[h * 64 + i], d_type)
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
+
+        mma_tile()
+        store_tile()
+
+        # the store must finish reading Dsmem before the CTA (and its shared memory) goes away
         if warp_id == 0:
-            if T.cuda.elect_sync():
-                Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
-                              dispatch="tma_auto")
-                T.ptx.cp.async_.bulk.commit_group()
-                # the store must finish reading Dsmem before the CTA (and its smem) goes away
-                T.ptx.cp.async_.bulk.wait_group(0)
+            T.ptx.cp.async_.bulk.wait_group(0)
 
     return kernel

@@ -114,7 +114,7 @@ def hgemm_v6(M, N, K, sm_count):
         #   (M/128) x (N/128) tiles and sm_count CTAs, init it with bx, and express m_st, n_st from its
         #   current tile indices (they change as the scheduler advances).
         todo("6.2 the tile scheduler and this tile's origin")
-        # one phase bit per stage, starting at 0 ONCE: it carries over from tile to tile
+        # one phase bit per stage, both starting at 0
         phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
@@ -137,34 +137,75 @@ def hgemm_v6(M, N, K, sm_count):
             Tx.copy_async(Bsmem[stage, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                           dispatch="tma_auto", mbar=tma_bar.ptr_to([stage]))
 
-        while tile_scheduler.valid():
+        # the warpgroup multiplies K tile k, held in stage `stage`: 4 K-slices x 2 row halves
+        # (8 wgmmas), one commit group, and waits for it; only the very first K=16 slice of the
+        # whole K does not accumulate
+        @T.inline
+        def mma_k_tile(stage, k):
+            T.ptx.wgmma.fence.sync.aligned()
+            for kk in T.unroll(BLK_K // MMA_K):
+                wgmma_128x128x16(acc, desc_a[stage], desc_b[stage], kk, k * (BLK_K // MMA_K) + kk != 0)
+            T.ptx.wgmma.commit_group.sync.aligned()
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+
+        # ---- the K loop of one output tile ----
+        @T.inline
+        def mma_tile():
             # ---- prefetch: fill both stages before the first MMA ----
-            # TODO 6.3: the K loop of one tile
-            #   Your step-5 prologue and ring loop, unchanged. The phases are initialised ONCE above, before
-            #   the tile loop, and must not be reset here: with an odd number of K tiles a stage ends a tile in
-            #   phase 1, and a wait for phase 0 would pass at once on stale data.
-            todo("6.3 the K loop of one tile")
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    for s in T.unroll(PRE_NUM):
+                        tma_load(s, s)
 
-            # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
+            # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
+            for ring in range(RING):
+                for s in T.unroll(PIPE_DEPTH):
+                    k = T.meta_var(ring * PIPE_DEPTH + s)
+                    if k < K_TILES:
+                        # every thread waits until K tile k has landed in stage s
+                        T.cuda.mbarrier_wait(tma_bar.ptr_to([s]), phase_tma[s])
+                        phase_tma[s] = phase_tma[s] ^ 1
+                        # the wgmmas are done reading stage s when this returns: it may be refilled
+                        mma_k_tile(s, k)
+                        # ---- refill stage s with K tile k + PIPE_DEPTH ----
+                        if warp_id == 0:
+                            if T.cuda.elect_sync():
+                                if k + PIPE_DEPTH < K_TILES:
+                                    tma_load(s, k + PIPE_DEPTH)
+
+        # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
+        @T.inline
+        def store_tile():
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
-            # TODO 6.4: wait until the previous tile's store has read Dsmem
-            #   Dsmem is reused for every tile, and the previous tile's TMA store may still be reading it.
-            #   Warp 0 (whichever lane issued it) waits for its bulk groups to have finished READING shared memory
-            #   (not for the global writes), then a CTA barrier before anyone overwrites Dsmem.
-            todo("6.4 wait until the previous tile's store has read Dsmem")
-            # TODO 6.5: store this tile without waiting for it
-            #   Step 5's fragment stores into Dsmem and TMA store, but commit the bulk group and move on: do not
-            #   wait here, so the store overlaps the next tile (TODO 6.4 waits where it matters).
-            todo("6.5 store this tile without waiting for it")
+            # TODO 6.3: wait until the previous tile's store has read Dsmem
+            #   Dsmem is reused for every tile, and the previous tile's TMA store was only committed, not waited
+            #   for: it may still be reading Dsmem. Warp 0 (the lane that issued it) waits for its bulk groups to
+            #   have finished READING shared memory (not for the global writes), then a CTA barrier before anyone
+            #   overwrites Dsmem. The last tile's store is waited for after the tile loop, as in step 5.
+            todo("6.3 wait until the previous tile's store has read Dsmem")
+            for h in T.unroll(2):
+                for i in T.unroll(64):
+                    Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                        acc[h * 64 + i], d_type)
+            # the TMA store reads Dsmem through the async proxy: fence, then sync
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(D[m_st:m_st + BLK_M, n_st:n_st + BLK_N], Dsmem[:, :],
+                                  dispatch="tma_auto")
+                    T.ptx.cp.async_.bulk.commit_group()
 
-            # TODO 6.6: advance to the next tile
-            #   At the end of each tile ask the scheduler for the next one; the loop ends when it is no longer valid.
-            todo("6.6 advance to the next tile")
+        # TODO 6.4: every output tile of this CTA, one after the other
+        #   While the scheduler has a valid tile for this CTA: that tile's K loop (mma_tile), its writeback
+        #   (store_tile), then ask the scheduler for the next tile. m_st and n_st are expressions of the scheduler's
+        #   current tile, so the helpers follow it. The phases were initialised ONCE above and must not be reset per
+        #   tile: with an odd number of K tiles a stage ends a tile in phase 1, and a wait for phase 0 would pass at
+        #   once on stale data.
+        todo("6.4 every output tile of this CTA, one after the other")
 
-        # the last TMA store must finish before the CTA (and its shared memory) goes away
-        # TODO 6.7: the last store is complete before teardown
-        #   The last tile's store was only committed. Before the CTA frees TMEM and exits, warp 0 waits
-        #   for all its bulk groups to complete.
-        todo("6.7 the last store is complete before teardown")
+        # the last store must finish reading Dsmem before the CTA (and its shared memory) goes away
+        if warp_id == 0:
+            T.ptx.cp.async_.bulk.wait_group(0)
 
     return kernel
