@@ -52,6 +52,9 @@ class Variant:
 _ELECT_THEN_ARRIVE = r"if T\.cuda\.elect_sync\(\):\n(\s+T\.ptx\.mbarrier\.arrive\.expect_tx)"
 _WARP_THEN_ELECT_THEN_ARRIVE = r"if warp_id == 0:\n(\s+if T\.cuda\.elect_sync\(\):\n\s+T\.ptx\.mbarrier\.arrive\.expect_tx)"
 _HOPPER_FLAG = r"k \* \(BLK_K // MMA_K\) \+ kk != 0"
+# the wait before the threads rewrite the staging tile of the TMA store (step 6: then a CTA barrier)
+_STAGING_WAIT = r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)"
+_STAGING_WAIT_THEN_CTA_SYNC = _STAGING_WAIT + r"\n\s+T\.cuda\.cta_sync\(\)"
 
 VARIANTS: tuple[Variant, ...] = (
     # ---- Hopper, steps 1-6 ----
@@ -88,11 +91,11 @@ VARIANTS: tuple[Variant, ...] = (
             r"if T\.cuda\.elect_sync\(\):\n(\s+Tx\.copy_async\(D\[)", r"if True:\n\1",
             "redundant", features.ONE_TMA_STORER.name),
     Variant("hopper-6-dsmem-rewritten-before-the-store-read-it", "hopper", 6,
-            r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)\n\s+T\.cuda\.cta_sync\(\)", "",
+            _STAGING_WAIT_THEN_CTA_SYNC, "",
             "race", features.STAGING_REUSE.name),
     # ---- Hopper, steps 7-10: the same classes inside warp roles ----
     Variant("hopper-7-dsmem-rewritten-before-the-store-read-it", "hopper", 7,
-            r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
+            _STAGING_WAIT + r"(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
             "race", features.STAGING_REUSE.name),
     Variant("hopper-7-producer-on-32-threads", "hopper", 7,
             r"if T\.cuda\.elect_sync\(\):\n(\s+produce = PipelineState)", r"if True:\n\1",
@@ -129,11 +132,11 @@ VARIANTS: tuple[Variant, ...] = (
             r"T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", r"\1",
             "wrong", features.STORE_FENCE.name),
     Variant("blackwell-6-dsmem-rewritten-before-the-store-read-it", "blackwell", 6,
-            r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)\n\s+T\.cuda\.cta_sync\(\)", "",
+            _STAGING_WAIT_THEN_CTA_SYNC, "",
             "race", features.STAGING_REUSE.name),
     # ---- Blackwell, steps 7-10 ----
     Variant("blackwell-7-dsmem-rewritten-before-the-store-read-it", "blackwell", 7,
-            r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
+            _STAGING_WAIT + r"(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
             "race", features.STAGING_REUSE.name),
     Variant("blackwell-7-no-tcgen05-fence-after-wait", "blackwell", 7,
             r"(tma2mma\.wait\(s, mma_state\.phase\))\n\s+T\.ptx\.tcgen05\.fence__after_thread_sync\(\)", r"\1",
