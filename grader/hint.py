@@ -61,6 +61,9 @@ def read_todos(track: str, step: int) -> list[Todo]:
 def reference_lines(track: str, step: int, todo: int) -> str:
     """The solution's code between `# >>> TODO step.todo` and `# <<< TODO step.todo`, dedented."""
     path = REPO_ROOT / "solutions" / track / STEPS[track][step].file_name
+    if not path.exists():
+        raise HintError(f"level 3 reads the reference solution, and this copy of the course has no "
+                        f"{path.relative_to(REPO_ROOT)}; levels 1 and 2 work without it")
     found = re.search(
         rf"^[ \t]*# >>> TODO {step}\.{todo}:.*?\n(.*?)^[ \t]*# <<< TODO {step}\.{todo}[ \t]*$",
         path.read_text(),

@@ -126,10 +126,14 @@ def sha256_bytes(data: bytes) -> str:
 
 def course_copy(impl_dir: Path, with_solutions: bool) -> Path:
     """A private copy of the course for one build process: the grader, kernel_helpers, the tree being
-    graded, and solutions/ unless the student must not reach them."""
+    graded, and solutions/ unless the student must not reach them or the course was handed out without
+    them."""
     root = Path(tempfile.mkdtemp(prefix="grader-build-"))
     ignore = shutil.ignore_patterns("__pycache__")
-    for part in ("grader", "kernel_helpers") + (("solutions",) if with_solutions else ()):
+    parts = ["grader", "kernel_helpers"]
+    if with_solutions and (REPO_ROOT / "solutions").is_dir():
+        parts.append("solutions")
+    for part in parts:
         shutil.copytree(REPO_ROOT / part, root / part, ignore=ignore)
     if not (root / impl_dir.name).exists():
         shutil.copytree(impl_dir, root / impl_dir.name, ignore=ignore)

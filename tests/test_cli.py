@@ -110,3 +110,25 @@ def test_cpu_grade_of_a_finished_hopper_step_with_track_auto(capsys, monkeypatch
     assert "grading steps/hopper for sm_90a" in out
     assert "step 1: build and static checks passed; not checked without a GPU: numerical result, speed" in out
     assert status == 0
+
+
+def test_a_course_handed_out_without_solutions_grades_and_hints(tmp_path):
+    """Instructors may hand out the course without solutions/: grading works, level 3 says why it cannot."""
+    import shutil
+    import subprocess
+    import sys
+
+    course = tmp_path / "course"
+    for part in ("grader", "kernel_helpers", "hints"):
+        shutil.copytree(REPO / part, course / part, ignore=shutil.ignore_patterns("__pycache__"))
+    _course(course, ("hopper",))
+    graded = subprocess.run([sys.executable, "-m", "grader", "--step", "1", "--track", "hopper", "--json",
+                             str(tmp_path / "r.json")], cwd=course, capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert "step 1: build and static checks passed" in graded.stdout
+    hinted = subprocess.run([sys.executable, "-m", "grader.hint", "--step", "1", "--todo", "1", "--level", "3",
+                             "--track", "hopper"], cwd=course, capture_output=True, text=True, timeout=120)
+    assert hinted.returncode == 2
+    assert hinted.stderr.strip().splitlines() == [
+        "hint: level 3 reads the reference solution, and this copy of the course has no "
+        "solutions/hopper/step01_single_tile.py; levels 1 and 2 work without it"]
