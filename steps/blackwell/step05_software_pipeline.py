@@ -155,7 +155,6 @@ def hgemm_v5(M, N, K):
                     #   K tiles, at most PIPE_DEPTH), K tile s into stage s.
                     todo("5.7 prologue: fill the stages before the first MMA")
 
-                    # the stage loop is unrolled so that `s` (stage and phase index) is a constant
                     # TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
                     #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k
                     #   % PIPE_DEPTH; unroll the stage loop so s is a compile-time constant, and skip the K tiles

@@ -102,7 +102,6 @@ def hgemm_v5(M, N, K):
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
-        # one phase bit per stage, both starting at 0
         # TODO 5.5: one phase bit per stage
         #   A local int32 array of PIPE_DEPTH bits, all 0. One bit for all stages is wrong: with an odd
         #   number of K tiles the stages are used a different number of times.
@@ -115,7 +114,6 @@ def hgemm_v5(M, N, K):
         #   PIPE_DEPTH descriptors each for A and B, encoded once, stage s pointing at stage s's first element.
         todo("5.6 one wgmma descriptor pair per stage")
 
-        # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
         # TODO 5.7: load K tile k into stage `stage`
         #   An inline helper tma_load(stage, k), called below by the elected thread: step 4's load
         #   (arrive.expect_tx of TMA_BYTES, two TMA copies), aimed at stage `stage` of the buffers and of tma_bar,
@@ -142,16 +140,14 @@ def hgemm_v5(M, N, K):
             #   One elected thread starts the loads of the first PRE_NUM K tiles, K tile s into stage s.
             todo("5.8 prologue: fill the stages before the first MMA")
 
-            # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
             # TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
             #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k %
-            #   PIPE_DEPTH; unroll the stage loop so s is a compile-time constant, and skip the K tiles past the
-            #   last one (the last trip may be partial). For K tile k, every thread: waits on stage s's barrier
-            #   with stage s's own phase bit and flips that bit; the warpgroup runs step 4's wgmma sequence on
-            #   stage s's descriptors (only the very first K=16 slice of the whole K loop starts the sum) and
-            #   waits until the wgmmas are done reading stage s. Then one elected thread of warp 0 refills stage s
-            #   with K tile k + PIPE_DEPTH if that K tile exists, so it is in flight while the next stage is
-            #   multiplied. No load past the last K tile: its bytes would never be waited for.
+            #   PIPE_DEPTH; unroll the stage loop so s is a compile-time constant, and skip the K tiles past the last
+            #   one (the last trip may be partial). For K tile k, every thread: waits on stage s's barrier with stage
+            #   s's own phase bit and flips that bit; the warpgroup multiplies stage s with the mma_k_tile helper
+            #   above, which returns when the wgmmas are done reading stage s. Then one elected thread of warp 0
+            #   refills stage s with K tile k + PIPE_DEPTH if that K tile exists, so it is in flight while the next
+            #   stage is multiplied. No load past the last K tile: its bytes would never be waited for.
             todo("5.9 the stage ring: wait for stage s, multiply it, refill it")
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
