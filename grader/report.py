@@ -57,9 +57,11 @@ def _shapes_built(config: Config, result: StepResult) -> str:
     drawn = format_shape(result.random_shape) if result.random_shape else None
     listed = [shape for shape in result.cubin_sha256 if shape != drawn]
     if config.instructor:
-        shapes = f"{len(listed)} listed shapes and one drawn for this run"
+        names = [f"{len(listed)} listed shape{'s' if len(listed) != 1 else ''}"] if listed else []
+        names += ["one drawn for this run"] if drawn else []
     else:
-        shapes = ", ".join(listed) + (f" and {drawn} (drawn for this run from the step's rule)" if drawn else "")
+        names = listed + ([f"{drawn} (drawn for this run from the step's rule)"] if drawn else [])
+    shapes = names[-1] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     return f"{done} at {shapes}; the sha256 of each cubin is in the JSON report"
 
 

@@ -50,3 +50,12 @@ def test_a_protocol_failure_without_a_gpu_is_not_reported_as_passed(capsys):
     assert "build and static checks passed" not in out
     assert "correctness here is the barrier protocol simulated on the CPU" in out
     assert "0 passed, 1 failed" in out
+
+
+def test_a_step_whose_only_shape_was_drawn_names_it_once(capsys):
+    result = _result()
+    result.cubin_sha256 = {"1792x2560x1408": "0" * 64}
+    print_report(_config(instructor=False, gpu_name="NVIDIA H100 80GB HBM3"), [result])
+    out = capsys.readouterr().out
+    assert ("step 5: built, checked and run at 1792x2560x1408 (drawn for this run from the step's rule); "
+            "the sha256") in out
