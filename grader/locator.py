@@ -36,6 +36,7 @@ the raw word is kept in the JSON record.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import ctypes
 import json
@@ -184,8 +185,42 @@ def shared_buffers(tir_script: str) -> list[SharedBuffer]:
     return buffers
 
 
-def barrier_map(tir_script: str, cuda_source: str) -> list[Barrier]:
-    """Every mbarrier of the kernel: the 8-byte shared buffers that mbarrier ops name in its TIR."""
+_BARRIER_CLASSES = ("TMABar", "TCGen05Bar", "MBarrier")
+
+
+def source_labels(factory, tir_script: str) -> dict[str, str]:
+    """TIR name -> the kernel's own name for each of its mbarrier arrays. TVMScript prints the pipeline
+    classes' arrays as buffer, buffer_1, ... or x_buf; the kernel's source calls them tma2mma, mma2tma, ...
+    The source's `x = TMABar(pool, ...)` / `x = pool.alloc(..., "uint64")` lines, in order, pair with the
+    TIR's 8-byte shared buffers in pool order; when the two counts differ nothing is renamed."""
+    try:
+        tree = ast.parse(Path(factory.__code__.co_filename).read_text())
+    except (AttributeError, OSError, SyntaxError, ValueError):
+        return {}
+    function = next((node for node in ast.walk(tree)
+                     if isinstance(node, ast.FunctionDef) and node.name == factory.__name__), None)
+    if function is None:
+        return {}
+    names = []
+    for node in sorted((n for n in ast.walk(function) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        target, value = node.targets[0], node.value
+        if len(node.targets) != 1 or not isinstance(target, ast.Name) or not isinstance(value, ast.Call):
+            continue
+        is_class = isinstance(value.func, ast.Name) and value.func.id in _BARRIER_CLASSES
+        is_alloc = isinstance(value.func, ast.Attribute) and value.func.attr == "alloc" and any(
+            isinstance(arg, ast.Constant) and arg.value == "uint64" for arg in value.args)
+        if is_class or is_alloc:
+            names.append(target.id)
+    barriers = sorted((b for b in shared_buffers(tir_script) if b.dtype == "uint64"), key=lambda b: b.offset)
+    if len(barriers) != len(names):
+        return {}
+    return {b.name: name for b, name in zip(barriers, names) if b.name != name}
+
+
+def barrier_map(tir_script: str, cuda_source: str, labels: dict[str, str] | None = None) -> list[Barrier]:
+    """Every mbarrier of the kernel: the 8-byte shared buffers that mbarrier ops name in its TIR, under
+    the kernel's own names where `labels` (source_labels) has them."""
+    labels = labels or {}
     mbarrier_lines = "\n".join(line for line in tir_script.splitlines() if "mbarrier" in line)
     init_by_offset = {int(i) * 8: int(count) for i, count in _CUDA_INIT.findall(cuda_source)}
     init_by_buffer: dict[str, set[int]] = {}
@@ -204,7 +239,8 @@ def barrier_map(tir_script: str, cuda_source: str) -> list[Barrier]:
         for index in range(buffer.size // 8):
             offset = buffer.offset + 8 * index
             count = init_by_offset.get(offset, next(iter(buffer_counts)) if len(buffer_counts) == 1 else None)
-            barriers.append(Barrier(buffer.name, index, offset, count, tuple(waits_by_offset.get(offset, ()))))
+            barriers.append(Barrier(labels.get(buffer.name, buffer.name), index, offset, count,
+                                    tuple(waits_by_offset.get(offset, ()))))
     return barriers
 
 
@@ -257,7 +293,8 @@ def build_debug(factory, spec, shape: Shape, arch: str, sm_count: int, records_a
     built = instrument_module.build_instrumented(
         factory, spec, shape, arch, sm_count, lambda code: instrument(code, records_address, bound_s)
     )
-    return DebugBuild(built.executable, built.cuda_source, barrier_map(built.tir_script, built.plain_source))
+    labels = source_labels(factory, built.tir_script)
+    return DebugBuild(built.executable, built.cuda_source, barrier_map(built.tir_script, built.plain_source, labels))
 
 
 def _strip_instrumentation(source: str) -> str:

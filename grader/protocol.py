@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import build
-from grader.locator import _meaning, _ranges, _who, shared_buffers
+from grader.locator import _meaning, _ranges, _who, shared_buffers, source_labels
 from grader.steps import Shape, format_shape
 
 MAX_OPS = 2_000_000  # barrier ops per schedule before the checker calls it a loop that does not end
@@ -125,8 +125,9 @@ def _int(expr) -> int:
 class _Compiler:
     """TIR statement tree -> the source of `def warp(rt, a, CTA, RANK, WG, WW, W)`, a generator."""
 
-    def __init__(self, printed_names: dict[int, str]):
+    def __init__(self, printed_names: dict[int, str], labels: dict[str, str]):
         self.printed_names = printed_names
+        self.labels = labels  # TIR name -> the kernel's own name (locator.source_labels)
         self.lines: list[str] = []
         self.names: dict[int, str] = {}  # handle of a Var or local buffer -> Python name
         self.local_buffers: dict[str, int] = {}  # Python name -> element count
@@ -343,6 +344,7 @@ class _Compiler:
             offset = _int(buffer.elem_offset) * itemsize if buffer.elem_offset is not None else 0
             is_barrier = str(buffer.dtype) == "uint64"
             name = self.printed_names.get(offset, buffer.name) if buffer.name in ("", "buffer") else buffer.name
+            name = self.labels.get(name, name)
             self.shared[hash(buffer)] = SharedBuffer(name, offset, shape, itemsize, is_barrier)
         elif scope == "local":
             self.alloc(buffer, None)
@@ -491,9 +493,9 @@ class _Compiler:
             self.emit(depth, f"rt.mma_read(a, [{', '.join(reads)}], len(mask))")
 
 
-def compile_kernel(prim_func) -> Kernel:
-    # buffer names as the TIR script prints them, which is what the locator's barrier map says
-    compiler = _Compiler({b.offset: b.name for b in reversed(shared_buffers(prim_func.script()))})
+def compile_kernel(prim_func, labels: dict[str, str] | None = None) -> Kernel:
+    # buffer names as the TIR script prints them, renamed by `labels` as the locator's barrier map is
+    compiler = _Compiler({b.offset: b.name for b in reversed(shared_buffers(prim_func.script()))}, labels or {})
     try:
         compiler.stmt(prim_func.body, 1)
     except _Data as err:  # the protocol is simulated without the data: a branch or loop on data cannot be
@@ -518,7 +520,7 @@ def compile_kernel(prim_func) -> Kernel:
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # deadlock | overrun | lapping | race | tx_bytes | init | pending_at_exit | named_barrier | loop
+    kind: str  # deadlock | overrun | count | lapping | race | tx_bytes | init | pending_at_exit | named_barrier | loop
     key: tuple
     lines: tuple[str, ...]
 
@@ -533,6 +535,7 @@ class MBarrier:
     expected_bytes: int = 0
     delivered_bytes: int = 0
     in_flight: int = 0  # copies issued towards it and not yet delivered
+    arrived: set = field(default_factory=set)  # (cta, warp) of the warps that arrived in this phase
 
 
 @dataclass
@@ -650,6 +653,13 @@ class Machine:
     def arrive(self, agent: Agent, ref, count: int, tx: int, remote_ok: bool = True):
         self.step(agent)
         key, bar = self.barrier(agent, ref, "arrive" if not tx else "arrive.expect_tx")
+        if count and bar.pending and (agent.cta, agent.warp) in bar.arrived:
+            self.found("count", (key[1], "repeat"), f"{self.who([agent])}: arrives on {bar.label} a second time "
+                       f"within one phase (phase {bar.completed % 2}, init count {bar.init_count}): one arrival per "
+                       "arriving thread per phase is the protocol, so an arrive inside a loop must run once per phase (e.g. "
+                       "only in the loop's last iteration), and the init count is the number of threads that arrive")
+        if count:
+            bar.arrived.add((agent.cta, agent.warp))
         bar.expected_bytes += tx * max(count, 1)
         bar.tx += tx * max(count, 1)
         self._arrivals(key, bar, count, f"{self.who([agent])}")
@@ -680,6 +690,7 @@ class Machine:
         bar.completed += 1
         bar.pending = bar.init_count
         bar.expected_bytes = bar.delivered_bytes = 0
+        bar.arrived = set()
 
     def wait(self, agent: Agent, ref, parity: int):
         self.step(agent)
@@ -709,7 +720,9 @@ class Machine:
                        f"but phases {meant} and {meant + 1} completed while this warp was delayed: nothing this warp "
                        f"does gates {bar.label}'s next phase, so a warp that falls one phase behind waits for a "
                        "parity that has already passed (lapped) and hangs. Let only the warp whose progress gates "
-                       "the barrier wait on it in the loop; the others join after the loop (cta_sync)")
+                       "the barrier wait on it in the loop; the others join after the loop (cta_sync). If this warp "
+                       f"should gate it, {bar.label} completes phases faster than it is waited on: check that its "
+                       "init count is the number of arrivals one phase needs (every arriving thread of every CTA)")
         else:
             self.found("overrun", (key[1], "phase"), f"{who}: waits on {bar.label} for its phase {meant}, but phase "
                        f"{meant + 1} had already completed: an arrival came for a phase this warp had not yet waited "
@@ -1106,7 +1119,7 @@ class Verdict:
         return out
 
 
-_ORDER = ("init", "named_barrier", "tx_bytes", "lapping", "overrun", "race", "deadlock", "pending_at_exit", "loop")
+_ORDER = ("init", "named_barrier", "tx_bytes", "count", "lapping", "overrun", "race", "deadlock", "pending_at_exit", "loop")
 
 
 def check_kernel(kernel: Kernel, shape: Shape) -> Verdict:
@@ -1133,7 +1146,7 @@ def check_kernel(kernel: Kernel, shape: Shape) -> Verdict:
 
 def check_step(factory, spec, shape: Shape, sm_count: int) -> Verdict:
     prim_func = build.make_prim_func(factory, spec, shape, sm_count)
-    return check_kernel(compile_kernel(prim_func), shape)
+    return check_kernel(compile_kernel(prim_func, source_labels(factory, prim_func.script())), shape)
 
 
 # ---- make check ----------------------------------------------------------------------------------

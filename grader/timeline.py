@@ -198,7 +198,8 @@ def build_timeline(factory, spec, shape: Shape, arch: str, sm_count: int, record
     )
     return TimelineBuild(
         built.executable, built.cuda_source, built.plain_source,
-        locator.barrier_map(built.tir_script, built.plain_source), warp_roles(built.plain_source),
+        locator.barrier_map(built.tir_script, built.plain_source, locator.source_labels(factory, built.tir_script)),
+        warp_roles(built.plain_source),
         stamp_sites(built.plain_source),
     )
 

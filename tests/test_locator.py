@@ -197,3 +197,13 @@ def test_make_debug_with_bad_options_says_so_in_one_line(args):
     done = subprocess.run([sys.executable, "-m", "grader.locator", *args], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("debug: ")
+
+
+@pytest.mark.parametrize("track,number,arch,labels", [
+    ("hopper", 8, "sm_90a", ["tma2mma", "mma2tma"]),
+    ("blackwell", 9, "sm_100a", ["tma2mma", "mma2tma", "mma2ld", "ld2mma"]),
+])
+def test_the_barrier_map_calls_barriers_by_the_kernels_own_names(track, number, arch, labels):
+    # TVMScript prints the pipeline classes' arrays as buffer, buffer_1, ...; a student knows them as tma2mma, ...
+    barriers = _debug_build(track, number, arch).barriers
+    assert list(dict.fromkeys(b.name for b in barriers)) == labels

@@ -67,6 +67,8 @@ RELEASE_CURRENT_STAGE = [
     (r"(wait_group\.sync\.aligned\(0\)\n)\s+if warp_id == 0:\n\s+if lane_id == 0:\n\s+mma2tma\.arrive\(release\.stage\)"
      r"\n\s+release\.advance\(\)\n", r"\1"),
 ]
+RELEASE_EVERY_CHUNK = [(r"( +)if c == MMA_N // EPI_N - 1:\n\s+#[^\n]*\n\s+(T\.ptx\.tcgen05\.fence__before_thread_sync\(\))\n"
+                        r"\s+(ld2mma\.arrive\(0, remote=0\))", r"\1\2\n\1\3")]
 SHARED_EPILOGUE_BAR = [(r"warpgroup_sync\(EPILOGUE_BAR \+ consumer\)", "warpgroup_sync(EPILOGUE_BAR)")] * 2
 
 # name: (tracks, step, shape, replacements, kind of the first finding, texts the report contains)
@@ -100,6 +102,15 @@ MUTATIONS = {
                                    [(r"tma2mma\.arrive\(s, TILE_BYTES \* CTA_GROUP\)", "tma2mma.arrive(s, TILE_BYTES)")],
                                    "tx_bytes", ["(CTA 0) completed its phase 0 with 2 TMA copies towards it still in flight",
                                                 "expect_tx announced 32768 bytes, fewer than the copies deliver"]),
+    # Blackwell step 9 (found by a student trial): the writeback releases the accumulator after every
+    # chunk instead of the last, or counts the writeback threads of one CTA where both arrive
+    "release_every_chunk": (("blackwell",), 9, (512, 768, 192), RELEASE_EVERY_CHUNK, "count", [
+        "arrives on ld2mma[0] a second time within one phase (phase 0, init count 256)",
+        "an arrive inside a loop must run once per phase"]),
+    "writeback_count_of_one_cta": (("blackwell",), 9, (4096, 2816, 576),
+                                   [(r"ld2mma\.init\(WB_THREADS \* CTA_GROUP\)", "ld2mma.init(WB_THREADS)")], "lapping", [
+        "waits on mma2ld[0] for phase 0", "waits on ld2mma[0] for phase 0", "ld2mma[0] completes phases faster than it is waited on: check that its init "
+        "count is the number of arrivals one phase needs"]),
     "shared_named_barrier": (("hopper",), 10, (512, 512, 192), SHARED_EPILOGUE_BAR, "named_barrier", [
         "named barrier 1 (128 threads) completed once with warps", "two groups of warps share one barrier id"]),
 }

@@ -207,6 +207,8 @@ def hgemm_v9(M, N, K, sm_count):
                     Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, c * EPI_N:(c + 1) * EPI_N])
                     T.ptx.tcgen05.wait__ld.sync.aligned()
                     # TODO 9.9: release the accumulator to CTA 0's MMA
+                    #   Once per tile, after the chunk loop's last TMEM load (as in step 8: ld2mma counts
+                    #   one arrival per thread per phase, and this TODO sits inside the chunk loop):
                     #   tcgen05.fence::before_thread_sync, then every writeback thread of both CTAs
                     #   arrives on CTA 0's ld2mma: MBarrier.arrive with remote=0 (mapa, then
                     #   mbarrier.arrive.shared::cluster).

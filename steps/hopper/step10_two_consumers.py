@@ -183,8 +183,9 @@ def hgemm_v10(M, N, K, sm_count):
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             # TODO 10.6: which consumer this warpgroup is, and its accumulator
             #   A name for this warpgroup's consumer index, 0 .. NUM_CONSUMERS - 1, from its warpgroup index
-            #   (a compile-time expression, like m_st: T.meta_var); and the registers that hold this consumer's
-            #   CONSUMER_ROWS x BLK_N fp32 accumulator, spread over the warpgroup's 128 threads.
+            #   (an expression substituted where the name is used, like m_st: T.meta_var); and the registers
+            #   that hold this consumer's CONSUMER_ROWS x BLK_N fp32 accumulator, spread over the warpgroup's
+            #   128 threads.
             todo("10.6 which consumer this warpgroup is, and its accumulator")
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
