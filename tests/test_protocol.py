@@ -153,6 +153,18 @@ def test_a_single_k_tile_cannot_be_lapped(tmp_path):
     assert verdict.ok, "\n".join(verdict.lines())
 
 
+def test_a_barrier_armed_by_two_expect_tx_arrivals_of_one_thread_is_fine(tmp_path):
+    # init count 2, and the elected thread arms each stage twice (A's bytes, then B's): a correct protocol
+    # the "count" finding (one warp arriving twice in a phase) must not take for an arrive in a loop
+    two_arrivals = [
+        (r"(tma_bar\.ptr_to\(\[s\]\), T\.uint32\()1\)", r"\g<1>2)"),
+        (r"( +)(T\.ptx\.mbarrier\.arrive\.expect_tx\.shared\.b64\(tma_bar\.ptr_to\(\[stage\]\), T\.uint32\()TMA_BYTES\)\)",
+         r"\1\2TMA_BYTES // 2))\n\1\2TMA_BYTES // 2))"),
+    ]
+    verdict = check(mutated_factory(tmp_path, "hopper", 5, two_arrivals), "hopper", 5, (256, 384, 192))
+    assert verdict.ok, "\n".join(verdict.lines())
+
+
 def test_make_check_prints_one_line_per_shape_and_exit_status(capsys):
     assert protocol.main(["--step", "5", "--impl", "solutions", "--track", "hopper", "--shape", "256x384x192"]) == 0
     out = capsys.readouterr().out.splitlines()
