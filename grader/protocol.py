@@ -653,12 +653,13 @@ class Machine:
     def arrive(self, agent: Agent, ref, count: int, tx: int, remote_ok: bool = True):
         self.step(agent)
         key, bar = self.barrier(agent, ref, "arrive" if not tx else "arrive.expect_tx")
-        if count and not tx and bar.pending and (agent.cta, agent.warp) in bar.arrived:
-            self.found("count", (key[1], "repeat"), f"{self.who([agent])}: arrives on {bar.label} a second time "
-                       f"within one phase (phase {bar.completed % 2}, init count {bar.init_count}): one arrival per "
-                       "arriving thread per phase is the protocol, so an arrive inside a loop must run once per phase (e.g. "
-                       "only in the loop's last iteration), and the init count is the number of threads that arrive")
-        if count and not tx:  # one thread may arm a barrier with two expect_tx arrivals (count 2) by design
+        if count and not tx:  # plain arrives: one thread may arm a stage with two expect_tx arrivals by design
+            if bar.pending and (agent.cta, agent.warp) in bar.arrived:
+                self.found("count", (key[1], "repeat"), f"{self.who([agent])}: arrives on {bar.label} a second "
+                           f"time within one phase (phase {bar.completed % 2}, init count {bar.init_count}): one "
+                           "arrival per arriving thread per phase is the protocol, so an arrive inside a loop must "
+                           "run once per phase (e.g. only in the loop's last iteration), and the init count is the "
+                           "number of threads that arrive")
             bar.arrived.add((agent.cta, agent.warp))
         bar.expected_bytes += tx * max(count, 1)
         bar.tx += tx * max(count, 1)
