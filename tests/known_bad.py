@@ -31,6 +31,13 @@ class Variant:
     # redundant (the same work issued by 32 threads: right, and no slower at the timed shape)
     gpu: str
     check: str  # the name of the static check that must fail on the CPU
+    # Steps 4-10: the TODO whose block the mistake is made in ("9.2"); every TODO of steps 4-10 has a variant.
+    todo: str = ""
+    # Words the first finding of the CPU grade must contain: the barrier or decision at fault, in the step's
+    # own names (e.g. ("mma2tma", "init count")), so that the cause comes before its consequences.
+    names: tuple[str, ...] = ()
+    # True when a skeleton or a hint names this mistake as a "Trap:" of its TODO (a trap must bite).
+    trap: bool = False
 
     def source(self) -> str:
         """The reference solution with the mistake made (every match replaced)."""
