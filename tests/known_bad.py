@@ -18,6 +18,10 @@ from grader.steps import STEPS
 REPO = Path(__file__).resolve().parent.parent
 
 
+# `check` of a variant whose mistake the barrier-protocol simulation finds (grader/protocol.py), not a static check
+SIMULATED = "simulated protocol"
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
@@ -30,7 +34,7 @@ class Variant:
     # came out right there: rejected for what the PTX ISA allows, not for what one run showed) |
     # redundant (the same work issued by 32 threads: right, and no slower at the timed shape)
     gpu: str
-    check: str  # the name of the static check that must fail on the CPU
+    check: str  # the name of the static check that must fail on the CPU, or SIMULATED
     # Steps 4-10: the TODO whose block the mistake is made in ("9.2"); every TODO of steps 4-10 has a variant.
     todo: str = ""
     # Words the first finding of the CPU grade must contain: the barrier or decision at fault, in the step's
