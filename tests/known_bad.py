@@ -104,6 +104,12 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-6-dsmem-rewritten-before-the-store-read-it", "hopper", 6,
             _STAGING_WAIT_THEN_CTA_SYNC, "",
             "race", features.STAGING_REUSE.name),
+    # traps named by the skeletons
+    # (A's twin of hopper-4-b-by-cp-async, which hung on the H100; the skeleton's TODO 4.4 names it as its trap)
+    Variant("hopper-4-a-by-cp-async", "hopper", 4,
+            r"(Tx\.copy_async\(Asmem\[:, :\], A\[m_st:m_st \+ BLK_M, k_st:k_st \+ BLK_K\],\n\s+)"
+            r"dispatch=\"tma_auto\", ", r"\1",
+            "hang", features.TMA_EVERY_OPERAND.name, todo="4.4", names=("loaded by TMA", "dispatch"), trap=True),
     # ---- Hopper, steps 7-10: the same classes inside warp roles ----
     Variant("hopper-7-dsmem-rewritten-before-the-store-read-it", "hopper", 7,
             _STAGING_WAIT + r"(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
