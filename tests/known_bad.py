@@ -126,6 +126,11 @@ VARIANTS: tuple[Variant, ...] = (
             "race", features.STORE_FENCE.name),
     Variant("hopper-10-one-k-tile", "hopper", 10, r"for k in range\(K_TILES\):", "for k in range(1):",
             "wrong", features.K_LOOP.name),
+    # traps named by the skeletons
+    # (not run on the H100: two 128-thread consumers on one named barrier break its thread count, a race)
+    Variant("hopper-10-consumers-share-a-named-barrier", "hopper", 10,
+            r"warpgroup_sync\(EPILOGUE_BAR \+ consumer\)", "warpgroup_sync(EPILOGUE_BAR)",
+            "race", SIMULATED, todo="10.10", names=("named barrier",), trap=True),
     # ---- Blackwell, steps 1-6 ----
     Variant("blackwell-1-no-tcgen05-fence", "blackwell", 1,
             r"(T\.cuda\.cta_sync\(\))\n\s+T\.ptx\.tcgen05\.fence__after_thread_sync\(\)(\n\s+# <<< TODO 1\.1)", r"\1\2",
@@ -151,6 +156,12 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("blackwell-6-dsmem-rewritten-before-the-store-read-it", "blackwell", 6,
             _STAGING_WAIT_THEN_CTA_SYNC, "",
             "race", features.STAGING_REUSE.name),
+    # traps named by the skeletons
+    # (A's twin of blackwell-4-b-by-cp-async; the skeleton's TODO 4.4 names it as its trap)
+    Variant("blackwell-4-a-by-cp-async", "blackwell", 4,
+            r"(Tx\.copy_async\(Asmem\[:, :\], A\[m_st:m_st \+ BLK_M, k_st:k_st \+ BLK_K\],\n\s+)"
+            r"dispatch=\"tma_auto\", ", r"\1",
+            "hang", features.TMA_EVERY_OPERAND.name, todo="4.4", names=("loaded by TMA", "dispatch"), trap=True),
     # ---- Blackwell, steps 7-10 ----
     Variant("blackwell-7-dsmem-rewritten-before-the-store-read-it", "blackwell", 7,
             _STAGING_WAIT + r"(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
@@ -166,4 +177,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("blackwell-10-mma-on-every-warp", "blackwell", 10,
             r"if warp_id < NUM_CONSUMER:\n(\s+mma_state = PipelineState)", r"if True:\n\1",
             "hang", features.TWO_MMA_ISSUERS_ELECTED.name),
+    # traps named by the skeletons
+    # (the skeleton's TODO 9.7: CTA 0 arms tma2mma with one CTA's bytes, so the phase completes before the peer's
+    # tiles have landed and the MMA may read a stage half loaded)
+    Variant("blackwell-9-tma2mma-armed-with-one-ctas-bytes", "blackwell", 9,
+            r"tma2mma\.arrive\(s, TILE_BYTES \* CTA_GROUP\)", "tma2mma.arrive(s, TILE_BYTES)",
+            "wrong", SIMULATED, todo="9.7", names=("tma2mma", "expect_tx"), trap=True),
 )
