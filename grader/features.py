@@ -6,6 +6,8 @@ that skips the step's technique fails here even when its numbers are right.
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -50,6 +52,23 @@ def _one_cta_per_sm(art: Artifacts, launch: Launch) -> bool:
     return _ctas(art) == launch.sm_count
 
 
+SMEM_PER_SM = 228 * 1024  # what an SM of sm_90 / sm_100 shares among its CTAs
+SMEM_PER_CTA = 227 * 1024  # the most one CTA may take
+SMEM_RESERVED_PER_CTA = 1024  # the runtime keeps 1 KiB of each CTA's share for itself
+BARRIER_SMEM = 1024  # the course's kernels put their barriers in the first KiB, below the tiles
+
+
+def _shared_bytes(art: Artifacts) -> int:
+    """The shared memory a CTA takes: its fp16 tiles and the barriers' KiB below them."""
+    return sum(2 * math.prod(shape) for shape in art.shared_fp16_buffers) + BARRIER_SMEM
+
+
+def _resident_grid(art: Artifacts, launch: Launch) -> bool:
+    """As many CTAs as the GPU holds at once: sm_count times the CTAs whose shared memory fits an SM."""
+    fit = SMEM_PER_SM // (_shared_bytes(art) + SMEM_RESERVED_PER_CTA)
+    return fit >= 1 and _ctas(art) == launch.sm_count * fit
+
+
 def _staged_operands(art: Artifacts, _: Launch) -> bool:
     """A and B each live in a shared buffer of shape (stages >= 2, 128, 64)."""
     staged = [shape for shape in art.shared_fp16_buffers if len(shape) == 3 and shape[0] >= 2 and shape[1:] == (128, 64)]
@@ -83,6 +102,12 @@ TWO_STAGES = Check(
     "allocate A and B as (PIPE_DEPTH=2, 128, 64) buffers",
 )
 GRID_SMS = Check("grid = one CTA per SM", _one_cta_per_sm, "launch T.cta_id([sm_count])")
+GRID_RESIDENT = Check(
+    "grid = the CTAs the GPU holds at once",
+    _resident_grid,
+    "launch sm_count times the CTAs one SM holds at once (228 KiB of shared memory per SM, "
+    "1 KiB of it reserved per CTA) and give the scheduler the same number",
+)
 TILE_LOOP = Check(
     "a loop over output tiles in each CTA",
     lambda art, _: art.has_tile_loop,
@@ -107,7 +132,7 @@ CHECKS: dict[str, dict[int, list[Check]]] = {
         3: [WGMMA, GRID_TILES],
         4: [WGMMA, GRID_TILES] + _TMA,
         5: [WGMMA, GRID_TILES] + _TMA + [TWO_STAGES],
-        6: [WGMMA] + _TMA + [TWO_STAGES, GRID_SMS, TILE_LOOP],
+        6: [WGMMA] + _TMA + [TWO_STAGES, GRID_RESIDENT, TILE_LOOP],
     },
 }
 
@@ -156,8 +181,22 @@ WARP_ROLES = Check(
     _separate_roles,
     "give each role its own branch on the warpgroup / warp id (producer, MMA, writeback)",
 )
-FOUR_STAGES = Check(
-    "A and B staged in >= 4 shared-memory buffers", _stages_at_least(4), "as many stages of A and B as shared memory holds (at least 4)"
+FOUR_STAGES = Check("A and B staged in >= 4 shared-memory buffers", _stages_at_least(4), "four stages of A and B")
+
+
+def _full_ring(art: Artifacts, _: Launch) -> bool:
+    """A and B in as many stages as fit: one more stage would not fit the 227 KiB a CTA may take."""
+    staged = [s for s in art.shared_fp16_buffers if len(s) == 3 and s[-2] in (128, 256) and s[-1] == 64]
+    if len(staged) < 2:
+        return False
+    stage_bytes = sum(2 * math.prod(s[1:]) for s in staged)
+    return _shared_bytes(art) + stage_bytes > SMEM_PER_CTA
+
+
+FULL_RING = Check(
+    "A and B staged in as many stages as shared memory holds",
+    _full_ring,
+    "derive PIPE_DEPTH from the 227 KiB a CTA may use, less Dsmem and the barriers' KiB",
 )
 CLUSTER_PAIR = Check(
     "clusters of 2 CTAs", lambda art, _: art.cluster == (2, 1, 1), "declare T.cta_id_in_cluster([2, 1])"
@@ -176,10 +215,10 @@ TWO_MMA_ISSUERS = Check(
 _WARP_SPECIALIZED = _BLACKWELL_MMA + _TMA + [GRID_SMS, TILE_LOOP, WARP_ROLES]
 CHECKS["blackwell"].update(
     {
-        7: _WARP_SPECIALIZED + [TWO_STAGES, THREADS_256],
-        8: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_256],
-        9: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_256, CLUSTER_PAIR, PAIR_MMA],
-        10: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
+        7: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_256],
+        8: _WARP_SPECIALIZED + [FULL_RING, THREADS_256],
+        9: _WARP_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, PAIR_MMA],
+        10: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
     }
 )
 
@@ -220,13 +259,13 @@ TWO_CONSUMERS = Check(
     "two consumer warpgroups (T.warpgroup_id([3])), each multiplying its own rows",
 )
 
-_HOPPER_SPECIALIZED = _TMA + [GRID_SMS, TILE_LOOP, SETMAXREG, PRODUCER_CONSUMER]
+_HOPPER_SPECIALIZED = _TMA + [GRID_RESIDENT, TILE_LOOP, SETMAXREG, PRODUCER_CONSUMER]
 CHECKS["hopper"].update(
     {
-        7: [WGMMA] + _HOPPER_SPECIALIZED + [TWO_STAGES, THREADS_256],
-        8: [WGMMA] + _HOPPER_SPECIALIZED + [FOUR_STAGES, THREADS_256],
-        9: [WGMMA] + _HOPPER_SPECIALIZED + [FOUR_STAGES, THREADS_256, CLUSTER_PAIR, MULTICAST_TMA],
-        10: [WGMMA_256] + _HOPPER_SPECIALIZED + [FOUR_STAGES, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS],
+        7: [WGMMA] + _HOPPER_SPECIALIZED + [FOUR_STAGES, THREADS_256],
+        8: [WGMMA] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_256],
+        9: [WGMMA] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, MULTICAST_TMA],
+        10: [WGMMA_256] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS],
     }
 )
 

@@ -1,10 +1,10 @@
 """Step 8 (Blackwell): a deeper pipeline.
 
-Step 7's roles and barriers, with six shared-memory stages instead of two. With two stages the
-TMA thread can be at most one K tile ahead of the MMA: a load that takes longer than one K tile's
-MMAs (about 0.2 us at 128x128x64) stalls the tensor core. Six stages (6 x 32 KiB of A and B, the
-most that fit beside Dsmem in the 227 KiB a CTA may use, computed from the tile sizes) let the
-loads run five K tiles ahead. The public B200 solutions of this step use four; six is not measured
+Step 7's roles and barriers, with six shared-memory stages instead of four. With four stages the
+TMA thread can be at most three K tiles ahead of the MMA: loads that take longer than three K
+tiles' MMAs (about 0.2 us each at 128x128x64) stall the tensor core. Six stages (6 x 32 KiB of A
+and B, the most that fit beside Dsmem in the 227 KiB a CTA may use, computed from the tile sizes)
+let the loads run five K tiles ahead. The public B200 solutions of this step use four; six is not measured
 (no Blackwell GPU here). Nothing else changes: the stage and phase of every barrier come
 from the same PipelineStates, which wrap at PIPE_DEPTH.
 """

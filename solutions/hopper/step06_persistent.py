@@ -1,16 +1,16 @@
 """Step 6 (Hopper): a persistent kernel with an L2-grouped tile scheduler.
 
-The grid shrinks to one CTA per SM; each CTA loops over output tiles handed out by
-ClusterPersistentScheduler2D (CTA i takes tiles i, i + sm_count, ...), in an order that keeps
-groups of 8 tile rows together so their A and B tiles are reused from L2. Barriers are set up
-once per CTA, so their phases run on across tiles instead of restarting at 0.
+The grid shrinks to the CTAs the GPU holds at once, CTAS_PER_SM on each SM; each CTA loops over
+output tiles handed out by ClusterPersistentScheduler2D (CTA i takes tiles i, i + grid, ...), in an
+order that keeps groups of 8 tile rows together so their A and B tiles are reused from L2.
+Barriers are set up once per CTA, so their phases run on across tiles instead of restarting at 0.
 
-Expect this step to be slower than step 5 on an H100 (430 against 660 TFLOP/s at 4096^3, measured
-in one run: docs/measurements.md). Step 5 fits two CTAs on each SM, and while one waits for its
-TMA loads the other computes; here one CTA per SM with two stages waits for each K tile's load
-itself. Persistence pays off once a second role loads while the MMA computes and the ring is
-deep enough to cover the load latency: step 7 alone gains 2% (441 TFLOP/s, two stages), step 8
-reaches 0.94x cuBLAS (six stages, one wgmma group in flight); measured in one H100 run.
+How many CTAs an SM holds is this step's decision. Step 5's CTA takes 97 KiB of shared memory
+(two stages and Dsmem) and 128 threads, so an SM holds two of them, and while one waits for its
+TMA loads or writes its tile back, the other computes. A persistent grid of one CTA per SM gives
+that up: measured on an H100 (one run, interleaved with cuBLAS, L2 flushed), one CTA per SM ran
+at 0.57-0.64x cuBLAS where step 5 ran at 0.87-0.93x; two per SM run at 0.91-0.96x
+(docs/ladder-h100.md has this step's numbers at every bench shape).
 """
 
 import tvm
@@ -23,7 +23,7 @@ from kernel_helpers.hopper import acc_col, acc_row, encode_sw128_desc, wgmma_128
 
 
 def hgemm_v6(M, N, K, sm_count):
-    """D = A @ B^T with sm_count persistent CTAs, each looping over 128x128 output tiles.
+    """D = A @ B^T with CTAS_PER_SM * sm_count persistent CTAs, each looping over 128x128 output tiles.
 
     Data path (per CTA, per output tile (m_idx, n_idx) from the scheduler, m_st = 128*m_idx,
     n_st = 128*n_idx): step 5's two-stage TMA -> wgmma -> registers pipeline over K, then
@@ -64,6 +64,9 @@ def hgemm_v6(M, N, K, sm_count):
     K_TILES = K // BLK_K
     PIPE_DEPTH = 2
     PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
+    # >>> TODO 6.1: how many CTAs each SM holds at once
+    CTAS_PER_SM = 2  # 2 x 97 KiB of shared memory and 2 x 128 threads fit an SM; a third does not
+    # <<< TODO 6.1
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
@@ -79,9 +82,7 @@ def hgemm_v6(M, N, K, sm_count):
     ):
         # fmt: off
         T.device_entry()
-        # >>> TODO 6.1: launch one CTA per SM
-        bx = T.cta_id([sm_count])
-        # <<< TODO 6.1
+        bx = T.cta_id([CTAS_PER_SM * sm_count])
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -104,11 +105,11 @@ def hgemm_v6(M, N, K, sm_count):
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
 
-        # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
+        # ---- tile scheduler: CTA bx takes tiles bx, bx + grid, ... in L2-grouped order ----
         # >>> TODO 6.2: the tile scheduler and this tile's origin
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=M // BLK_M, num_n_tiles=N // BLK_N,
-            l2_group_size=8, num_clusters=sm_count)
+            l2_group_size=8, num_clusters=CTAS_PER_SM * sm_count)
         tile_scheduler.init(bx)
         m_st = T.meta_var(tile_scheduler.m_idx * BLK_M)
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
