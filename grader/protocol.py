@@ -373,7 +373,8 @@ class _Compiler:
             is_barrier = str(buffer.dtype) == "uint64"
             name = self.printed_names.get(offset, buffer.name) if buffer.name in ("", "buffer") else buffer.name
             name = self.labels.get(name, name)
-            swizzled = re.match(r"T\.ComposeLayout\((\d+),", str(buffer.layout)) if buffer.layout is not None else None
+            # a swizzled layout prints as T.ComposeLayout(3, <1 | 2 | 3 for 32B | 64B | 128B>, 3, ...)
+            swizzled = re.match(r"T\.ComposeLayout\(\d+, (\d+),", str(buffer.layout)) if buffer.layout else None
             self.shared[hash(buffer)] = SharedBuffer(name, offset, shape, itemsize, is_barrier,
                                                      int(swizzled.group(1)) if swizzled else 0)
         elif scope == "local":
@@ -490,11 +491,11 @@ class _Compiler:
             index, _ = self.flat_index(buffer, target.indices)
             address, _ = self.expr(call.args[1])
             self.emit(depth, f"{self.names[hash(buffer)]}[{index}] = ({address}) >> 4")
-            operand = call.args[1].args[0]
-            operand = self.shared.get(hash(operand.source if not hasattr(operand.source, "buffer") else operand.source.buffer))
-            code = call.args[4]
+            load, code = call.args[1].args[0], call.args[4]
+            operand = self.shared.get(hash(load.source if not hasattr(load.source, "buffer") else load.source.buffer))
             if operand is not None and hasattr(code, "value") and int(code.value) != operand.swizzle:
-                self.emit(depth, f"rt.layout(a, {buffer.name!r}, {operand.name!r}, {operand.swizzle}, {int(code.value)})")
+                self.emit(depth, f"rt.layout(a, {buffer.name!r}, {operand.name!r}, {operand.swizzle}, "
+                                 f"{int(code.value)})")
         elif name.startswith("ptx.tcgen05_commit"):
             mask = self.expr(numbers[0])[0] if numbers else "None"
             self.emit(depth, f"yield rt.mma_commit(a, {self.expr(args[0])[0]}, {self.lanes(call)}, {mask})")
@@ -990,11 +991,17 @@ class Machine:
         """Every TMA box lies in its matrix, and no tile of the output is stored twice."""
         spans = ", ".join(f"{c}:{c + b}" for c, b in zip(corner, box))
         what = f"TMA {'store to' if store else 'load from'} {name}[{spans}]"
-        if any(c < 0 or c + b > extent for c, b, extent in zip(corner, box, shape)):
+        outside = [d for d, (c, b, extent) in enumerate(zip(corner, box, shape)) if c < 0 or c + b > extent]
+        if outside and not store and outside == [len(shape) - 1]:  # the K dimension of an operand
+            self.found("tile", (name, "k"), f"{self.who([agent])}: {what} reaches past the {shape[-1]} columns of "
+                       f"{name} (its K): the loop that loads K tiles runs more trips than K // BLK_K (a load ahead "
+                       "of the MMA, or a bound one trip long)")
+        elif outside:
             self.found("tile", (name, "bounds"), f"{self.who([agent])}: {what} reaches outside {name} "
                        f"({' x '.join(map(str, shape))}): the tile loop walks tiles that are not in the matrix, or "
-                       "this CTA's row or column origin is off; the scheduler's tile counts are the matrix's extents over "
-                       "the tile that one CTA (one cluster) computes, and each CTA's origin is its share of that tile")
+                       "this CTA's row or column origin is off; the scheduler's tile counts are the matrix's extents "
+                       "over the tile that one CTA (one cluster) computes, and each CTA's origin is its share of that "
+                       "tile")
         if not store:
             return
         region = (name, tuple(corner), tuple(box))

@@ -86,7 +86,8 @@ MUTATIONS = {
     "tma_loop_one_trip_short": (("hopper", "blackwell"), 5, (256, 384, 192), TMA_LOOP_ONE_TRIP_SHORT, "deadlock", [
         "waited on tma_bar[0] for phase 1 to complete; it is still in phase 1 with 1 of 1 pending arrival",
         "usually: nobody arrived in this phase", "the loop that arrives ran 2 times and the loop that waits 3"]),
-    "tma_loop_one_trip_long": (("hopper", "blackwell"), 5, (256, 384, 192), TMA_LOOP_ONE_TRIP_LONG, "pending_at_exit", [
+    "tma_loop_one_trip_long": (("hopper", "blackwell"), 5, (256, 384, 192), TMA_LOOP_ONE_TRIP_LONG, "tile", [
+        "TMA load from A[0:128, 192:256] reaches past the 192 columns of A (its K)", "runs more trips than K // BLK_K",
         "had ended while a TMA copy into", "a load that nobody waits for"]),
     "expect_tx_too_large": (("hopper", "blackwell"), 5, (256, 384, 192), [(BYTES, r"\g<1>4")], "deadlock", [
         "with 0 of 1 pending arrivals and 32768 transaction bytes",
