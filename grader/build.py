@@ -47,6 +47,7 @@ class Artifacts:
     shared_fp16_buffers: list[tuple[int, ...]]  # shapes of the fp16 buffers placed in shared memory
     has_tile_loop: bool
     seconds: float
+    shared_bytes: int = 0  # the extent of the kernel's dynamic shared memory (its SMEMPool), in bytes
 
 
 def step_file(impl_dir: Path, track: str, spec: StepSpec) -> Path:
@@ -137,6 +138,7 @@ def _build_with_executable(factory, spec: StepSpec, shape: Shape, arch: str, sm_
         shared_fp16_buffers=_shared_fp16_buffers(prim_func.script()),
         has_tile_loop=re.search(r"^\s*while\b", lowered, re.MULTILINE) is not None,
         seconds=time.perf_counter() - start,
+        shared_bytes=_shared_bytes(prim_func.script()),
     )
     return artifacts, executable
 
@@ -167,6 +169,12 @@ def _launch_extents(lowered: str, tags: tuple[str, str, str]) -> tuple[int, int,
         found = re.search(rf'T\.launch_thread\("{re.escape(tag)}", (\d+)\)', lowered)
         extents.append(int(found.group(1)) if found else 1)
     return tuple(extents)
+
+
+def _shared_bytes(script: str) -> int:
+    from grader.locator import shared_buffers  # the locator imports this module
+
+    return max((buffer.offset + buffer.size for buffer in shared_buffers(script)), default=0)
 
 
 def _shared_fp16_buffers(script: str) -> list[tuple[int, ...]]:

@@ -3,6 +3,8 @@ suite relies on, one fact per test."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from grader import protocol_lint as lint
@@ -57,3 +59,9 @@ def test_an_operand_passed_as_a_pointer_is_not_loaded_by_tma():
     pointer = _kernel("for (int k = 0; k < 2; ++k) {", TMA, "}",
                       params="const __grid_constant__ CUtensorMap A_tensormap, half* __restrict__ B_ptr")
     assert not lint.every_operand_by_tma(pointer, 2)
+
+
+@pytest.mark.parametrize("shared_bytes,fits", [(232448, True), (232449, False)])
+def test_shared_memory_fits_the_227_kib_of_one_cta(shared_bytes, fits):
+    art = dataclasses.replace(_kernel(TMA), shared_bytes=shared_bytes)
+    assert lint.shared_memory_fits(art, 1) == fits
