@@ -64,9 +64,6 @@ def hgemm_v6(M, N, K, sm_count):
     K_TILES = K // BLK_K
     PIPE_DEPTH = 2
     PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
-    # >>> TODO 6.1: how many CTAs each SM holds at once
-    CTAS_PER_SM = 2  # 2 x 97 KiB of shared memory and 2 x 128 threads fit an SM; a third does not
-    # <<< TODO 6.1
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
@@ -82,7 +79,10 @@ def hgemm_v6(M, N, K, sm_count):
     ):
         # fmt: off
         T.device_entry()
+        # >>> TODO 6.1: how many CTAs each SM holds at once
+        CTAS_PER_SM = T.meta_var(2)  # 2 x 97 KiB of shared memory and 2 x 128 threads fit an SM; a third does not
         bx = T.cta_id([CTAS_PER_SM * sm_count])
+        # <<< TODO 6.1
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])

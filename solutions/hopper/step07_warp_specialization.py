@@ -75,10 +75,10 @@ def hgemm_v7(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
     K_TILES = K // BLK_K
+    # >>> TODO 7.1: the ring's depth and each role's registers
     # A stage comes free one K tile after it was read: with 2 stages the producer never gets ahead
     # (0.41x cuBLAS on an H100), with 3 it barely does (0.67x); 4 keep up with step 6.
     PIPE_DEPTH = 4
-    # >>> TODO 7.1: how many registers each role's threads get
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
     # <<< TODO 7.1
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)

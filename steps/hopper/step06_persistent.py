@@ -1,16 +1,13 @@
 """Step 6 (Hopper): a persistent kernel with an L2-grouped tile scheduler.
 
-The grid shrinks to one CTA per SM; each CTA loops over output tiles handed out by
-ClusterPersistentScheduler2D (CTA i takes tiles i, i + sm_count, ...), in an order that keeps
+The grid shrinks to the CTAs the GPU holds at once; each CTA loops over output tiles handed out
+by ClusterPersistentScheduler2D (CTA i takes tiles i, i + grid, ...), in an order that keeps
 groups of 8 tile rows together so their A and B tiles are reused from L2. Barriers are set up
 once per CTA, before the tile loop.
 
-Expect this step to be slower than step 5 on an H100 (430 against 660 TFLOP/s at 4096^3, measured
-in one run: docs/measurements.md). Step 5 fits two CTAs on each SM, and while one waits for its
-TMA loads the other computes; here one CTA per SM with two stages waits for each K tile's load
-itself. Persistence pays off once a second role loads while the MMA computes and the ring is
-deep enough to cover the load latency: step 7 alone gains 2% (441 TFLOP/s, two stages), step 8
-reaches 0.94x cuBLAS (six stages, one wgmma group in flight); measured in one H100 run.
+How many CTAs an SM holds at once is this step's first decision: step 5 ran several CTAs on an
+SM, and while one waited for its loads another computed. A persistent grid that gives that up is
+slower than step 5; the grader checks that yours does not.
 """
 
 import tvm
@@ -71,10 +68,13 @@ def hgemm_v6(M, N, K, sm_count):
     ):
         # fmt: off
         T.device_entry()
-        # TODO 6.1: launch one CTA per SM
-        #   A persistent kernel launches as many CTAs as the GPU has SMs (sm_count, passed in), each looping
-        #   over output tiles instead of one CTA per tile. bx names this CTA; the grid is one-dimensional.
-        todo("6.1 launch one CTA per SM")
+        # TODO 6.1: how many CTAs each SM holds at once
+        #   CTAS_PER_SM (a T.meta_var: a Python number the kernel is built with) and bx, this CTA's index in
+        #   a one-dimensional persistent grid of CTAS_PER_SM * sm_count CTAs (sm_count is passed in); the
+        #   scheduler (TODO 6.2) hands its tiles to exactly that many. What limits how many of this kernel's
+        #   CTAs an SM runs at once: its shared memory (228 KiB per SM, 1 KiB reserved per CTA), threads,
+        #   registers?
+        todo("6.1 how many CTAs each SM holds at once")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])

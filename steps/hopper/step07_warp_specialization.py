@@ -5,12 +5,12 @@ registers away (setmaxnreg) and issues every TMA load; the consumer warpgroup ta
 registers and only waits, multiplies and writes back. The two talk through two rings of
 mbarriers, one per shared-memory stage: tma2mma[s] ("stage s is full") and mma2tma[s] ("stage s
 may be refilled"). The producer runs ahead into the next output tile while the consumer is still
-in its epilogue, which is what step 6 could not do.
+in its epilogue, and the consumer does not wait for its own wgmmas after every K tile: it keeps
+work in flight and hands a stage back once it is known to be read.
 
-Expect this step to be only a little faster than step 6 (H100, 4096^3, one run: 441 against
-432 TFLOP/s): with two stages and wait_group(0) after every K tile, the consumer still waits for
-each load the producer could only start when a stage came free. The roles are in place; step 8
-gives them a ring deep enough to run ahead (0.94x cuBLAS).
+The grid is one CTA per SM now (the ring fills an SM's shared memory), so nothing else hides a
+stall of the consumer: measured on an H100, these roles with a consumer that waits for every
+wgmma group ran well below step 6 even with six stages (0.75-0.85x cuBLAS against 0.91-0.96x).
 """
 
 import tvm
@@ -32,7 +32,8 @@ def hgemm_v7(M, N, K, sm_count):
         producer (warpgroup 0): for each K tile, wait until stage s is free, then TMA A and B
         tiles --> Asmem[s], Bsmem[s], completing on tma2mma[s];
         consumer (warpgroup 1, 128 threads): for each K tile, wait until stage s is full -->
-        wgmma m64n128k16 x 8 --> accumulator registers; then release stage s;
+        wgmma m64n128k16 x 8 --> accumulator registers; release each stage once its group
+        is known to be done;
         after the last K tile: registers --st.shared--> Dsmem --TMA store--> D.
 
     Barrier protocol (barriers initialised once per CTA; phases carried across tiles by
@@ -67,14 +68,16 @@ def hgemm_v7(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     MMA_K = 16
     K_TILES = K // BLK_K
-    PIPE_DEPTH = 2
-    # TODO 7.1: how many registers each role's threads get
+    # TODO 7.1: the ring's depth and each role's registers
+    #   PIPE_DEPTH: the stages of both rings. The consumer hands a stage back only once the wgmma group
+    #   that read it is known to be done (TODO 7.9); with one CTA per SM nothing else hides a load the
+    #   producer could not start early enough. (The depth that fills shared memory is step 8's idea.)
     #   PRODUCER_REGS and CONSUMER_REGS: the per-thread register caps setmaxnreg gives each role (TODOs
     #   7.6 and 7.8). The producer only issues TMA; the consumer holds the 128x128 fp32 accumulator (128
     #   registers a thread) and the epilogue's temporaries. Both warpgroups share one SM's 64K registers
     #   (one CTA per SM); setmaxnreg takes multiples of 8 in 24..256, and a consumer cap below what its
     #   code needs makes ptxas spill to local memory.
-    todo("7.1 how many registers each role's threads get")
+    todo("7.1 the ring's depth and each role's registers")
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
@@ -150,28 +153,38 @@ def hgemm_v7(M, N, K, sm_count):
             todo("7.7 one producer thread fills free stages, tile after tile")
         else:
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
-            # TODO 7.8: the consumer's registers, phase and descriptors
-            #   Raise this warpgroup's cap to CONSUMER_REGS (setmaxnreg); then its own PipelineState (start: your
-            #   table), the 128x128 fp32 accumulator (128 registers a thread) and the wgmma descriptors. The stage
-            #   is a runtime value now (the state's), so a descriptor array indexed by it would live in local
-            #   memory: encode stage 0 only, and let TODO 7.9 add stage * STAGE_DESC_STEP (kernel_helpers.hopper).
-            todo("7.8 the consumer's registers, phase and descriptors")
+            # TODO 7.8: the consumer's registers, phases and descriptors
+            #   Raise this warpgroup's cap to CONSUMER_REGS (setmaxnreg); then its PipelineState `consume` (start:
+            #   your table) and a second one, `release`, for the stage it hands back: TODO 7.9 releases a stage
+            #   later than it multiplies it. Then the 128x128 fp32 accumulator (128 registers a thread) and the
+            #   wgmma descriptors. The stage is a runtime value now (the state's), so a descriptor array indexed
+            #   by it would live in local memory: encode stage 0 only, and let TODO 7.9 add stage *
+            #   STAGE_DESC_STEP (kernel_helpers.hopper).
+            todo("7.8 the consumer's registers, phases and descriptors")
             while tile_scheduler.valid():
-                # TODO 7.9: wait for a full stage, multiply it, release it
+                # TODO 7.9: wait for a full stage, multiply it, release what is done
                 #   For each K tile of this tile (exactly the producer's trip count, or one side waits forever): wait
-                #   until the state's stage is full; step 6's wgmma sequence on that stage (descriptors offset by the
-                #   stage, as a uint64: T.Cast); release the stage on mma2tma once the wgmmas no longer read it, with
-                #   the arrivals of your table; advance the state.
-                todo("7.9 wait for a full stage, multiply it, release it")
+                #   until `consume`'s stage is full; step 6's wgmma sequence on that stage (descriptors offset by the
+                #   stage, as a uint64: T.Cast). Do not wait for every group: keep wgmma work in flight while the
+                #   next K tile is waited for (wgmma wait_group takes the number of groups that may stay pending).
+                #   Then release on mma2tma, with the arrivals of your table, the stage named by `release` whose
+                #   group is now known to be done, and advance `release`; where no group is known to be done yet,
+                #   release nothing. Advance `consume`.
+                todo("7.9 wait for a full stage, multiply it, release what is done")
+                # TODO 7.10: drain: settle what the K loop left pending
+                #   After the K loop, the accumulator must be final before the epilogue reads it, and every stage this
+                #   tile loaded must have been released to the producer exactly once: what the loop left pending is
+                #   settled here (the same release as TODO 7.9, then `release` advances).
+                todo("7.10 drain: settle what the K loop left pending")
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                # TODO 7.10: step 6's writeback, synchronised among the consumer's threads only
+                # TODO 7.11: step 6's writeback, synchronised among the consumer's threads only
                 #   The four parts of step 6's writeback (the staging wait, the fragments into Dsmem, the proxy
                 #   fence, one TMA store and its commit), but the producer warpgroup never comes here: a CTA-wide
                 #   barrier would wait for it forever. Synchronise the consumer's threads only, on the named barrier
                 #   EPILOGUE_BAR (T.cuda.warpgroup_sync).
-                todo("7.10 step 6's writeback, synchronised among the consumer's threads only")
+                todo("7.11 step 6's writeback, synchronised among the consumer's threads only")
                 tile_scheduler.next_tile()
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away

@@ -1,10 +1,8 @@
 """Step 8 (Hopper): a deeper pipeline.
 
-Step 7 with more stages in the rings, and the consumer no longer waits for its own wgmmas before
-it issues the next K tile's: it keeps wgmma work in flight while it waits for the next stage, and
-releases a stage only once the group that read it is known to be done. With PIPE_DEPTH stages the
-producer can be up to PIPE_DEPTH - 1 K tiles ahead, which hides the TMA latency that two stages
-could not.
+Step 7 with as many stages in the rings as shared memory holds. The more stages, the further the
+producer can run ahead of the consumer, and the more of the TMA latency it hides than step 7's
+four stages could.
 """
 
 import tvm
@@ -26,8 +24,9 @@ def hgemm_v8(M, N, K, sm_count):
         producer (warpgroup 0, one elected thread): for each K tile, wait until stage s is free,
         then TMA A and B tiles --> Asmem[s], Bsmem[s], completing on tma2mma[s];
         consumer (warpgroup 1, 128 threads): for each K tile, wait until stage s is full -->
-        wgmma m64n128k16 x 8 --> accumulator registers, with wgmma groups left in flight; release
-        each stage once the group that read it is done;
+        wgmma m64n128k16 x 8 --> accumulator registers; wait_group(1): the previous K tile's
+        group is done, so release the previous stage; after the last K tile, wait_group(0)
+        and release the last stage;
         after the last K tile: registers --st.shared--> Dsmem --TMA store--> D.
 
     Barrier protocol (barriers initialised once per CTA; phases carried across tiles by
@@ -38,14 +37,16 @@ def hgemm_v8(M, N, K, sm_count):
         | tma2mma[s]    | 1 (each)      | producer's elected thread            | all 128 consumer   | consumer: 0    |
         | s < PIPE_DEPTH|               | (arrive.expect_tx, 32 KiB), then the | threads            |                |
         | ("full")      |               | TMA engine's byte count              |                    |                |
-        | mma2tma[s]    | ?             | ?                                    | ?                  | ?              |
-        | ("empty")     |               |                                      |                    |                |
+        | mma2tma[s]    | 1 (each)      | consumer thread 0, after the         | producer's elected | producer: 1    |
+        | ("empty")     |               | wait_group that retires stage s's    | thread             | (passes at     |
+        |               |               | group (one K tile later)             |                    |                |
+        |               |               |                                      |                    | once: stages   |
+        |               |               |                                      |                    | start empty)   |
         | named bar 1   | 128 threads   | the consumer warpgroup (bar.sync)    | the same           | -              |
         | (epilogue)    |               | before / after writing Dsmem         |                    |                |
-    Questions to answer first: how many stages fit in the shared memory one CTA may use? With one
-    wgmma group left running, which K tile's group is known to be done after a wait, and so which
-    stage may be released, and when? How many releases does a tile make, against how many loads?
-    The producer and the consumer still walk the same tiles and K tiles.
+    Questions to answer first: how many stages fit in the shared memory one CTA may use, beside
+    Dsmem and the barriers? How far ahead of the consumer can the producer then be, with one
+    wgmma group left running?
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
 
@@ -141,11 +142,7 @@ def hgemm_v8(M, N, K, sm_count):
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consume = PipelineState(PIPE_DEPTH, 0)
-            # TODO 8.2: a second state, one K tile behind
-            #   The consumer will release a stage later than it multiplies it (TODO 8.3), so it needs a second
-            #   ring position, `release`, next to `consume`: a PipelineState that advances once per release
-            #   (start: where the consumer's releases start).
-            todo("8.2 a second state, one K tile behind")
+            release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
@@ -160,18 +157,19 @@ def hgemm_v8(M, N, K, sm_count):
                         wgmma_128x128x16(acc, desc_a[0] + stage_offset, desc_b[0] + stage_offset, kk,
                                          k * (BLK_K // MMA_K) + kk != 0)
                     T.ptx.wgmma.commit_group.sync.aligned()
-                    # TODO 8.3: keep wgmma work in flight, release what is done
-                    #   Instead of step 7's wait for every group, keep wgmma work in flight while the next K tile is
-                    #   waited for (wgmma wait_group takes the number of groups that may stay pending). Then release,
-                    #   on mma2tma (the arrivals of your table), the stage whose group is now known to be done, named by
-                    #   `release`, and advance `release`; where no group is known to be done yet, release nothing.
-                    todo("8.3 keep wgmma work in flight, release what is done")
+                    # every group but the one just issued is done: the previous stage is free
+                    T.ptx.wgmma.wait_group.sync.aligned(1)
+                    if k > 0:
+                        if warp_id == 0:
+                            if lane_id == 0:
+                                mma2tma.arrive(release.stage)
+                        release.advance()
                     consume.advance()
-                # TODO 8.4: drain: settle what the K loop left pending
-                #   After the K loop, the accumulator must be final before the epilogue reads it, and every stage this
-                #   tile loaded must have been released to the producer exactly once: what the loop left pending is
-                #   settled here (the same release as TODO 8.3, then `release` advances).
-                todo("8.4 drain: settle what the K loop left pending")
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if warp_id == 0:
+                    if lane_id == 0:
+                        mma2tma.arrive(release.stage)
+                release.advance()
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
