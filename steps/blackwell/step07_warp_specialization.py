@@ -24,7 +24,7 @@ def hgemm_v7(M, N, K, sm_count):
     Grid: sm_count CTAs of 256 threads (two warpgroups). Each CTA walks its output tiles in
     ClusterPersistentScheduler2D's L2-grouped order, as in step 6; each role keeps its own copy of
     the scheduler and walks the same tiles.
-    Roles and data path, per output tile (PIPE_DEPTH = 2 shared-memory stages):
+    Roles and data path, per output tile (PIPE_DEPTH = 4 shared-memory stages):
         TMA producer (warpgroup 1, warp 3, one elected thread): A, B (global) --TMA--> Asmem[s],
             Bsmem[s] (128B swizzle), K tile after K tile.
         MMA issuer (warpgroup 1, warp 0, one elected thread): Asmem[s], Bsmem[s]
@@ -64,7 +64,7 @@ def hgemm_v7(M, N, K, sm_count):
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     K_TILES = K // BLK_K
     TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
-    PIPE_DEPTH = 2
+    PIPE_DEPTH = 4  # the ring of the Hopper twin, where two stages starve the consumer
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 2
     WB_THREADS = 128  # the writeback warpgroup

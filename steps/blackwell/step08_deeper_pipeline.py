@@ -1,8 +1,8 @@
 """Step 8 (Blackwell): a deeper pipeline.
 
-Step 7's roles and barriers, with a deeper ring of shared-memory stages. With two stages the
-TMA thread can be at most one K tile ahead of the MMA: a load that takes longer than one K tile's
-MMAs (about 0.2 us at 128x128x64) stalls the tensor core. How many stages fit, and what else
+Step 7's roles and barriers, with a deeper ring of shared-memory stages. With four stages the
+TMA thread can be at most three K tiles ahead of the MMA: loads that take longer than three K
+tiles' MMAs (about 0.2 us each at 128x128x64) stall the tensor core. How many stages fit, and what else
 must change when PIPE_DEPTH grows?
 """
 
