@@ -736,7 +736,8 @@ class Machine:
                        f"writes past the end of {ref[1]}, into whatever shared memory follows it; allocate one "
                        "barrier per slot the kernel uses (per stage)")
         bar.init_count = bar.pending = int(count)
-        bar.tx = bar.completed = 0
+        # an init wipes what reached the barrier before it (bytes of a peer's early multicast): count afresh
+        bar.tx = bar.completed = bar.expected_bytes = bar.delivered_bytes = 0
         agent.known.add(key)
         return None
 
