@@ -208,37 +208,32 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-7-consumer-starts-at-phase-1", "hopper", 7,
             r"consume = PipelineState\(PIPE_DEPTH, 0\)", "consume = PipelineState(PIPE_DEPTH, 1)",
             "wrong", SIMULATED, todo="7.8", names=("tma2mma", "starting phase")),
-    Variant("hopper-7-release-before-the-wait-group", "hopper", 7,
-            r"(\n\s+)T\.ptx\.wgmma\.wait_group\.sync\.aligned\(0\)((?:\n\s+# [^\n]*)*\n\s+if warp_id == 0:\n\s+"
-            r"if lane_id == 0:\n\s+mma2tma\.arrive\(consume\.stage\))",
-            r"\2\1T.ptx.wgmma.wait_group.sync.aligned(0)",
-            "wrong", SIMULATED, todo="7.9", names=("mma2tma", "wait_group")),
     Variant("hopper-7-dsmem-rewritten-before-the-store-read-it", "hopper", 7,
             _STAGING_WAIT + r"(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
-            "race", features.STAGING_REUSE.name, todo="7.10", names=("Dsmem", "wait_group.read")),
+            "race", features.STAGING_REUSE.name, todo="7.11", names=("Dsmem", "wait_group.read")),
     # step 6's CTA-wide barrier kept: the producer warpgroup never reaches it
     Variant("hopper-7-cta-sync-in-the-epilogue", "hopper", 7,
             r"T\.cuda\.warpgroup_sync\(EPILOGUE_BAR\)", "T.cuda.cta_sync()",
-            "hang", SIMULATED, todo="7.10", names=("cta_sync", "warpgroup_sync")),
+            "hang", SIMULATED, todo="7.11", names=("cta_sync", "warpgroup_sync")),
+    # `release` is the same PipelineState as `consume`: each release advances both, stages go unreleased
+    Variant("hopper-7-release-is-the-consume-state", "hopper", 7,
+            r"release = PipelineState\(PIPE_DEPTH, 0\)", "release = consume",
+            "hang", SIMULATED, todo="7.8", names=("mma2tma", "never released")),
+    # the stage just issued is released (its group still in flight), from the first K tile on
+    Variant("hopper-7-release-the-stage-in-flight", "hopper", 7,
+            r"(\n( +))if k > 0:\n(\s+)if warp_id == 0:\n(\s+)if lane_id == 0:\n\s+mma2tma\.arrive\(release\.stage\)\n"
+            r"\s+release\.advance\(\)",
+            r"\1if warp_id == 0:\n\3if lane_id == 0:\n\4mma2tma.arrive(consume.stage)\1release.advance()",
+            "wrong", SIMULATED, todo="7.9", names=("mma2tma", "wait_group")),
+    Variant("hopper-7-no-release-after-the-k-loop", "hopper", 7,
+            r"(# >>> TODO 7\.10[^\n]*\n\s+T\.ptx\.wgmma\.wait_group\.sync\.aligned\(0\))\n\s+if warp_id == 0:\n"
+            r"\s+if lane_id == 0:\n\s+mma2tma\.arrive\(release\.stage\)\n\s+release\.advance\(\)", r"\1",
+            "hang", SIMULATED, todo="7.10", names=("mma2tma", "after the K loop")),
     # step 8
     Variant("hopper-8-depth-from-a-stage-counted-in-elements", "hopper", 8,
             r"PIPE_DEPTH = \(SMEM_PER_CTA - EPILOGUE_SMEM\) // \(\(BLK_M \+ BLK_N\) \* BLK_K \* 2\)",
             "PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K)",
             "fault", features.SHARED_MEMORY_FITS.name, todo="8.1", names=("shared memory", "PIPE_DEPTH")),
-    # `release` is the same PipelineState as `consume`: each release advances both, stages go unreleased
-    Variant("hopper-8-release-is-the-consume-state", "hopper", 8,
-            r"release = PipelineState\(PIPE_DEPTH, 0\)", "release = consume",
-            "hang", SIMULATED, todo="8.2", names=("mma2tma", "never released")),
-    # the stage just issued is released (its group still in flight), from the first K tile on
-    Variant("hopper-8-release-the-stage-in-flight", "hopper", 8,
-            r"(\n( +))if k > 0:\n(\s+)if warp_id == 0:\n(\s+)if lane_id == 0:\n\s+mma2tma\.arrive\(release\.stage\)\n"
-            r"\s+release\.advance\(\)",
-            r"\1if warp_id == 0:\n\3if lane_id == 0:\n\4mma2tma.arrive(consume.stage)\1release.advance()",
-            "wrong", SIMULATED, todo="8.3", names=("mma2tma", "wait_group")),
-    Variant("hopper-8-no-release-after-the-k-loop", "hopper", 8,
-            r"(# >>> TODO 8\.4[^\n]*\n\s+T\.ptx\.wgmma\.wait_group\.sync\.aligned\(0\))\n\s+if warp_id == 0:\n"
-            r"\s+if lane_id == 0:\n\s+mma2tma\.arrive\(release\.stage\)\n\s+release\.advance\(\)", r"\1",
-            "hang", SIMULATED, todo="8.4", names=("mma2tma", "after the K loop")),
     # step 9
     # the rank from the CTA index: no cluster is declared, so the launch is not a cluster launch
     Variant("hopper-9-rank-from-the-cta-index", "hopper", 9,
