@@ -704,9 +704,9 @@ class Machine:
         if cta != agent.cta and all(a.done for a in self.agents if a.cta == cta):
             peer = self.cta_number(cta)
             self.found("exit", (key[1],), f"{self.who([agent])}: {purpose} on {bar.label} of CTA {peer} after every "
-                       f"warp of CTA {peer} has ended: a CTA must not exit (nor free its TMEM) while its peer can "
-                       "still arrive on its barriers or write its memory; both CTAs pass a cluster-wide sync "
-                       "(T.cuda.cluster_sync) before either one frees TMEM and exits")
+                       f"warp of CTA {peer} has ended: a CTA must not exit while its peer can still arrive on its "
+                       "barriers or write its memory; both CTAs pass a cluster-wide sync (T.cuda.cluster_sync) "
+                       "before either one exits (on Blackwell: before either frees its TMEM)")
         return key, bar
 
     def step(self, agent: Agent):
@@ -1428,12 +1428,21 @@ def _short_of_arrivals(machine: Machine, stuck: list[Agent]) -> None:
         key = agent.block.what[1]
         bar = machine.barriers[key]
         if bar.init_count and 0 < bar.pending < bar.init_count:
+            skipped = set().union(*bar.phases) - set(bar.arrivals)
+            if skipped:  # a thread that arrived in earlier phases did not in this one
+                why = (f"; {_warps(machine, skipped)} arrived in earlier phases but not in this one: an arrive that "
+                       "some path skips (the release of the last K tile, after the loop, in every CTA)")
+            elif machine.kernel.cluster_size > 1 and all(cta == key[0] for cta, _ in bar.arrivals):
+                why = ("; no thread of another CTA ever arrived on it: a peer's arrival reaches this CTA's barrier "
+                       "only as a remote arrive (MBarrier.arrive(stage, remote=rank), once per CTA of the cluster)")
+            else:
+                why = ""
             machine.found("count", (key[1], "short"), f"{bar.label} (CTA {machine.cta_number(key[0])}) needs "
                           f"{bar.init_count} arrivals per phase (its init count), but {bar.init_count - bar.pending} "
                           f"came in its phase {bar.completed % 2}, from {_warps(machine, bar.arrivals)}, and then "
                           "every warp was blocked: the init count is the number of arrivals one phase gets (every "
                           "thread that arrives, in every CTA that arrives on it), unless one that should arrive "
-                          "skipped this phase")
+                          "skipped this phase" + why)
             return
 
 

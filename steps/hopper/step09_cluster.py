@@ -28,8 +28,8 @@ def hgemm_v9(M, N, K, sm_count):
         Bsmem[s] in BOTH CTAs (multicast); every copy completes on the tma2mma[s] of the CTA it
         writes to, so each CTA's tma2mma[s] counts its own A (16 KiB) + both B halves
         (2 x 8 KiB) = 32 KiB, as before;
-        consumer (warpgroup 1, 128 threads): as in step 8, but a stage it releases is released
-        to the producers of the cluster;
+        consumer (warpgroup 1, 128 threads): as in step 8; when may a stage be refilled now that
+        two producers fill it?
         after the last K tile: registers --st.shared--> Dsmem --TMA store--> D.
 
     Barrier protocol (barriers initialised once per CTA; phases carried across tiles by
@@ -125,24 +125,22 @@ def hgemm_v9(M, N, K, sm_count):
         # ---- barrier init, visible to both CTAs of the cluster before first use ----
         tma2mma.init(1)
         # TODO 9.2: the empty ring's count across the cluster
-        #   A stage of this CTA is now written partly by the peer's producer (its multicast half of B), and
-        #   the releases of TODOs 9.6 and 9.7 reach across the cluster. mma2tma's init takes your table's
-        #   count: the arrivals that one phase of one stage's empty barrier receives.
+        #   A stage of this CTA is now written partly by the peer's producer (its share of B). mma2tma's init
+        #   takes your table's count: the arrivals that one phase of one stage's empty barrier receives.
         todo("9.2 the empty ring's count across the cluster")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         # TODO 9.3: publish the barriers to the whole cluster
-        #   From here on the peer multicasts into this CTA's shared memory and arrives on its barriers, so
-        #   this CTA's initialised barriers must be visible to the peer before either CTA goes on.
-        #   API: the syncs of T.cuda (docs/tirx-facts.md).
+        #   From here on, which threads and which copies touch this CTA's barriers and shared memory? Make the
+        #   barrier init visible to all of them before any of them starts. API: the syncs of T.cuda
+        #   (docs/tirx-facts.md).
         todo("9.3 publish the barriers to the whole cluster")
 
         # ---- tile scheduler over 256x128 cluster tiles ----
         # TODO 9.4: the scheduler over cluster tiles and this CTA's rows
-        #   tile_scheduler: the scheduler now hands out 256x128 cluster tiles, and both CTAs of a cluster
-        #   must walk the same sequence of them (they share B). Create it over the cluster tiles and the
-        #   clusters of the grid (the CTAs of a cluster have consecutive bx), and express m_st (T.meta_var)
-        #   as this CTA's 128 rows inside the current cluster tile, by rank; n_st follows below.
+        #   tile_scheduler (a ClusterPersistentScheduler2D, as in step 8) and m_st (a T.meta_var; n_st follows
+        #   below): which tiles this CTA walks and which output rows it computes, such that the B rows its
+        #   stages receive from both CTAs are the ones it multiplies. The CTAs of a cluster have consecutive bx.
         todo("9.4 the scheduler over cluster tiles and this CTA's rows")
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
 
@@ -160,11 +158,10 @@ def hgemm_v9(M, N, K, sm_count):
                                           A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_auto", mbar=tma2mma.ptr_to([produce.stage]))
                             # TODO 9.5: this CTA's half of B, multicast to both CTAs
-                            #   This CTA's B_PART rows of the B tile (the half its rank selects) go into the same rows
-                            #   of the stage in every CTA of the cluster, with one multicast copy (Tx.copy_async's
-                            #   cta_mask: one bit per destination CTA rank). It completes on the tma2mma barrier at the
-                            #   same offset in every CTA it writes to, so each CTA's barrier receives A + both halves =
-                            #   TMA_BYTES, as the arrive above says.
+                            #   This CTA's share of the B tile (B_PART rows), such that every CTA's Bsmem[s] ends
+                            #   up holding the whole B tile and its tma2mma[s] receives TMA_BYTES, as the arrive
+                            #   above announces. Tx.copy_async can write the shared memory of several CTAs of the
+                            #   cluster at once (docs/tirx-facts.md).
                             todo("9.5 this CTA's half of B, multicast to both CTAs")
                             produce.advance()
                         tile_scheduler.next_tile()
@@ -193,9 +190,9 @@ def hgemm_v9(M, N, K, sm_count):
                         if warp_id == 0:
                             if lane_id == 0:
                                 # TODO 9.6: release the previous stage across the cluster
-                                #   Step 8's release of `release`'s stage, now to every CTA whose producer loads into
-                                #   that stage, its own included. MBarrier.arrive can target the barrier at the same
-                                #   offset in the CTA of a given rank (a remote arrive; docs/tirx-facts.md).
+                                #   Step 8's release of `release`'s stage, to the barriers your table's mma2tma
+                                #   row names (MBarrier.arrive; docs/tirx-facts.md for an arrive on another
+                                #   CTA's barrier).
                                 todo("9.6 release the previous stage across the cluster")
                         release.advance()
                     consume.advance()
@@ -203,7 +200,7 @@ def hgemm_v9(M, N, K, sm_count):
                 if warp_id == 0:
                     if lane_id == 0:
                         # TODO 9.7: release the last stage across the cluster
-                        #   The drain's release of step 8, across the cluster like TODO 9.6.
+                        #   The drain's release of step 8, as in TODO 9.6.
                         todo("9.7 release the last stage across the cluster")
                 release.advance()
 
@@ -230,9 +227,8 @@ def hgemm_v9(M, N, K, sm_count):
                 T.ptx.cp.async_.bulk.wait_group(0)
 
         # TODO 9.8: no CTA leaves while its peer may still arrive
-        #   The peer may still arrive on this CTA's empty barriers (its last releases) after this CTA's own
-        #   work is done, and this CTA's shared memory must outlive them. Every thread of the CTA runs this,
-        #   outside the role branches.
+        #   What must hold before a CTA exits, given the traffic between the two CTAs in your design? Your
+        #   table's cluster-barrier row.
         todo("9.8 no CTA leaves while its peer may still arrive")
 
     return kernel
