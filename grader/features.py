@@ -53,20 +53,14 @@ def _one_cta_per_sm(art: Artifacts, launch: Launch) -> bool:
 
 
 SMEM_PER_SM = 228 * 1024  # what an SM of sm_90 / sm_100 shares among its CTAs
-SMEM_PER_CTA = 227 * 1024  # the most one CTA may take
 SMEM_RESERVED_PER_CTA = 1024  # the runtime keeps 1 KiB of each CTA's share for itself
-BARRIER_SMEM = 1024  # the course's kernels put their barriers in the first KiB, below the tiles
-
-
-def _shared_bytes(art: Artifacts) -> int:
-    """The shared memory a CTA takes: its fp16 tiles and the barriers' KiB below them."""
-    return sum(2 * math.prod(shape) for shape in art.shared_fp16_buffers) + BARRIER_SMEM
 
 
 def _resident_grid(art: Artifacts, launch: Launch) -> bool:
-    """As many CTAs as the GPU holds at once: sm_count times the CTAs whose shared memory fits an SM."""
-    fit = SMEM_PER_SM // (_shared_bytes(art) + SMEM_RESERVED_PER_CTA)
-    return fit >= 1 and _ctas(art) == launch.sm_count * fit
+    """As many CTAs as the GPU holds at once: sm_count times the CTAs whose shared memory fits an SM.
+    A CTA too large for an SM is the shared-memory check's finding, not this one's: it counts as one per SM."""
+    fit = max(1, SMEM_PER_SM // (art.shared_bytes + SMEM_RESERVED_PER_CTA))
+    return _ctas(art) == launch.sm_count * fit
 
 
 def _staged_operands(art: Artifacts, _: Launch) -> bool:
@@ -191,7 +185,7 @@ def _full_ring(art: Artifacts, _: Launch) -> bool:
     if len(staged) < 2:
         return False
     stage_bytes = sum(2 * math.prod(s[1:]) for s in staged)
-    return _shared_bytes(art) + stage_bytes > SMEM_PER_CTA
+    return art.shared_bytes + stage_bytes > lint.SMEM_PER_CTA
 
 
 FULL_RING = Check(
@@ -320,7 +314,7 @@ STORE_WAITED = _protocol(
 )
 TILE_STRIDE = _protocol(
     "the tile loop starts at the CTA's own tile and steps by the number of CTAs", lint.tiles_strided_by_the_grid,
-    "tile_scheduler.init(bx) with this CTA's index, num_clusters = the CTAs of the grid (sm_count; the clusters, "
+    "tile_scheduler.init(bx) with this CTA's index, num_clusters = the CTAs of the grid (the clusters, "
     "with clusters) and tile_scheduler.next_tile() once per tile: another start or stride computes some tiles "
     "twice and others never, and a loop that never steps never ends",
 )
