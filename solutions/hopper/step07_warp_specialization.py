@@ -159,7 +159,7 @@ def hgemm_v7(M, N, K, sm_count):
             # <<< TODO 7.7
         else:
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
-            # >>> TODO 7.8: the consumer's registers, phase and descriptors
+            # >>> TODO 7.8: the consumer's registers, phases and descriptors
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
@@ -170,7 +170,7 @@ def hgemm_v7(M, N, K, sm_count):
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
             # <<< TODO 7.8
             while tile_scheduler.valid():
-                # >>> TODO 7.9: wait for a full stage, multiply it, release it
+                # >>> TODO 7.9: wait for a full stage, multiply it, release what is done
                 for k in range(K_TILES):
                     tma2mma.wait(consume.stage, consume.phase)
                     stage_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
