@@ -15,9 +15,11 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
-from grader import build, diagnosis, features, gpu, timing  # noqa: E402
-from grader.cli import ARCH_OF_CAPABILITY  # noqa: E402
-from grader.steps import DEFAULT_SM_COUNT, STEPS, format_shape  # noqa: E402
+from grader.core import build  # noqa: E402
+from grader.analysis import diagnosis, features, timing  # noqa: E402
+from grader.runs import gpu_child as gpu  # noqa: E402
+from grader.judge.cli import ARCH_OF_CAPABILITY  # noqa: E402
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, format_shape  # noqa: E402
 
 from figures import code_diff, grep, tflops  # noqa: E402
 
@@ -60,7 +62,7 @@ def build_step(step: int, shape, track: str = TRACK, arch: str | None = None) ->
     print(f"step {step} ({track}, {arch}) at {format_shape(shape)}: built in {artifacts.seconds:.1f} s, "
           f"grid {artifacts.grid}, {artifacts.threads_per_cta} threads per CTA")
     if step not in features.CHECKS[track]:
-        print(f"  grader/features.py has no static checks for {track} step {step} yet")
+        print(f"  grader/analysis/features.py has no static checks for {track} step {step} yet")
         return artifacts
     for check in features.run_checks(track, step, artifacts, features.Launch(tuple(shape), SM_COUNT)):
         print(f"  static check {'pass' if check.passed else 'FAIL'}: {check.name}")

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import features
-from grader.steps import STEPS
+from grader.analysis import features
+from grader.core.steps import STEPS
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import gpu_arch
-from grader import bench
+from grader.commands import bench
 
 PAYLOAD = {
     "gpu": "TEST GPU",

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from grader import build, cli
-from grader.grade import Config, grade_step
-from grader.steps import STEPS
+from grader.core import build
+from grader.judge import cli
+from grader.judge.grade import Config, grade_step
+from grader.core.steps import STEPS
 
 TRACK, ARCH = "hopper", "sm_90a"
 
@@ -107,12 +108,12 @@ def test_the_checked_instruction_in_dead_code_does_not_pass(tmp_path):
 
 
 PATCH_CHECKS = """
-import grader.features as _f
+import grader.analysis.features as _f
 _f.run_checks = lambda *a, **k: [_f.CheckResult(c.name, True, c.hint) for c in _f.CHECKS["hopper"][4]]
 """
 
 PATCH_SASS = """
-import grader.build as _b
+import grader.core.build as _b
 _real_compile, _real_disassemble = _b.compile_cuda, _b.disassemble
 _b.compile_cuda = lambda source, arch: (lambda cubin, ptx: (cubin, ptx + " mbarrier.arrive.expect_tx "))(*_real_compile(source, arch))
 _b.disassemble = lambda cubin: _real_disassemble(cubin) + " UTMALDG UTMASTG "
@@ -217,7 +218,7 @@ def test_a_file_that_rewrites_the_grader_or_a_solution_on_disk_fails_and_leaves_
     pid_file = tmp_path / "survivor.pid"
     attack = f"""
 import os, subprocess
-open({str(course / 'grader' / 'features.py')!r}, "a").write("\\n# changed by the student\\n")
+open({str(course / "grader" / "analysis" / "features.py")!r}, "a").write("\\n# changed by the student\\n")
 if os.fork() == 0:
     os.setsid()
     child = subprocess.Popen(["sleep", "300"], start_new_session=True)
@@ -230,7 +231,7 @@ if os.fork() == 0:
     # the detached sleep holds whatever its parent's output went to: grading must not wait for it
     assert time.monotonic() - started < 150, "the grade waited for a process the student's file detached"
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "changed files the grader relies on (grader/features.py)" in done.stdout
+    assert "changed files the grader relies on (grader/analysis/features.py)" in done.stdout
     assert "tried to change the grader" in done.stdout
     time.sleep(0.5)
     survivor = int(pid_file.read_text())
@@ -260,7 +261,7 @@ def test_make_passes_each_variable_as_one_argument():
         (["--step", "3", "--shape", "65536x65536x64"], "too large: a matrix of it has more than 2^31 - 1 elements"),
         (["--json", "/"], "is a folder"),
         (["--json", str(REPO / "Makefile" / "r.json")], "is a file, not a folder"),
-        (["--json", str(REPO / "grader" / "features.py")], "inside the course's own files"),
+        (["--json", str(REPO / "grader" / "analysis" / "features.py")], "inside the course's own files"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(capsys, monkeypatch, args, message):

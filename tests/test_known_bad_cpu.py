@@ -13,9 +13,9 @@ import dataclasses
 import pytest
 
 from conftest import REPO, TRACK_ARCH, build_step
-from grader import features
-from grader.grade import Config, grade_step
-from grader.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule, static_check_shape
+from grader.analysis import features
+from grader.judge.grade import Config, grade_step
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule, static_check_shape
 from known_bad import VARIANTS, Variant
 
 

@@ -11,9 +11,9 @@ import time
 import pytest
 
 from conftest import REPO, gpu_arch, without_static_checks
-from grader import locator
-from grader.grade import grade_step
-from grader.steps import STEPS
+from grader.analysis import locator
+from grader.judge.grade import grade_step
+from grader.core.steps import STEPS
 from test_gpu import _broken, _config, _solution, _track, _write
 
 pytestmark = pytest.mark.gpu

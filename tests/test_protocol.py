@@ -9,8 +9,9 @@ import time
 import pytest
 
 from conftest import REPO, present_steps
-from grader import build, protocol
-from grader.steps import DEFAULT_SM_COUNT, STEPS
+from grader.core import build
+from grader.analysis import protocol
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS
 
 SM_COUNT = {"blackwell": DEFAULT_SM_COUNT["sm_100a"], "hopper": DEFAULT_SM_COUNT["sm_90a"]}
 CHECK_LIMIT_S = 30.0  # one step at one shape, on a 2-core machine
@@ -189,7 +190,7 @@ def test_bad_options_are_one_line_and_exit_2(capsys, argv, message):
 
 
 def _cpu_grade(tree, track: str, step: int):
-    from grader.grade import Config, grade_step
+    from grader.judge.grade import Config, grade_step
 
     arch = {"hopper": "sm_90a", "blackwell": "sm_100a"}[track]
     config = Config("steps", tree, REPO / "solutions", track, arch, None, SM_COUNT[track], 7, 60.0, None)

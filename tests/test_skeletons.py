@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRACK_ARCH
-from grader import hint
-from grader.grade import Config, grade_step
-from grader.steps import DEFAULT_SM_COUNT, STEPS
+from grader.commands import hint
+from grader.judge.grade import Config, grade_step
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS
 from skeleton_measure import given_lines, leaked_lines
 
 MAX_GIVEN_SHARE = 0.25

@@ -54,9 +54,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import build
-from grader.locator import _meaning, _ranges, _who, shared_buffers, source_labels
-from grader.steps import Shape, format_shape
+from grader.core import build
+from grader.analysis.locator import _meaning, _ranges, _who, shared_buffers, source_labels
+from grader.core.steps import Shape, format_shape
 
 MAX_OPS = 2_000_000  # barrier ops per schedule before the checker calls it a loop that does not end
 MAX_LINES = 12  # findings printed
@@ -1154,7 +1154,7 @@ def check_step(factory, spec, shape: Shape, sm_count: int) -> Verdict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.protocol", description="Run a step's barrier protocol "
+    parser = argparse.ArgumentParser(prog="python -m grader.analysis.protocol", description="Run a step's barrier protocol "
                                      "on the CPU and report deadlocks, stage races and barrier misuse.")
     parser.add_argument("--step")
     parser.add_argument("--impl", default="steps")
@@ -1163,8 +1163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sm-count", type=int)
     args = parser.parse_args(argv)
 
-    from grader.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
-    from grader.steps import DEFAULT_SM_COUNT
+    from grader.judge.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
+    from grader.core.steps import DEFAULT_SM_COUNT
 
     gpu_name, gpu_arch, gpu_sms = detect_gpu()
     try:

@@ -7,7 +7,7 @@ for, the barrier's current phase parity and pending arrival count, the CUDA line
 the thread exits. PTX's `exit` releases CTA- and cluster-wide barriers that only exited threads were
 holding up, so the launch ends and the CUDA context stays usable.
 
-How it is instrumented (the machinery is grader/instrument.py's, shared with grader/timeline.py): TVM
+How it is instrumented (the machinery is grader/analysis/instrument.py's, shared with grader/analysis/timeline.py): TVM
 hands the generated CUDA source to the global function `tvm_callback_cuda_postproc` (if one is
 registered) before NVRTC or nvcc compiles it. `instrumented()` registers that hook for one build and
 removes it after, so a normal build never sees it. The rewrite
@@ -48,9 +48,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from grader import build, sandbox
-from grader import instrument as instrument_module
-from grader.steps import Shape, format_shape
+from grader.core import build, sandbox
+from grader.analysis import instrument as instrument_module
+from grader.core.steps import Shape, format_shape
 
 BOUND_S = 1.5  # how long one wait spins before it gives up
 RUN_LIMIT_S = 20.0  # how long the debug run may take after launch before the host stops waiting for it
@@ -514,8 +514,8 @@ class _PinnedBuffer:
 def _run_debug(request: LocateRequest) -> LocateResult:
     import torch
 
-    from grader.gpu import random_inputs
-    from grader.steps import STEPS
+    from grader.runs.gpu_child import random_inputs
+    from grader.core.steps import STEPS
 
     # nvcc compiles the debug build, as in the CPU tests, whether or not NVRTC is installed here
     os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
@@ -548,7 +548,7 @@ def locate(request: LocateRequest, timeout_s: float = CHILD_TIMEOUT_S) -> Locate
     with tempfile.TemporaryDirectory(prefix="grader-locator-") as tmp:
         request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_path.write_text(json.dumps(asdict(request)))
-        finished = sandbox.run_limited([sys.executable, "-m", "grader.locator", "--request", str(request_path),
+        finished = sandbox.run_limited([sys.executable, "-m", "grader.analysis.locator", "--request", str(request_path),
                                         str(result_path)], cwd=build.REPO_ROOT, env=dict(os.environ), timeout_s=timeout_s)
         output = finished.output if finished.returncode is not None else (
             f"the debug run did not finish in {timeout_s:.0f} s")  # the results may be written already
@@ -600,7 +600,7 @@ def hang_report(request, result) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.locator", description="Build a step's debug build "
+    parser = argparse.ArgumentParser(prog="python -m grader.analysis.locator", description="Build a step's debug build "
                                      "(bounded mbarrier waits); run it on a GPU, or show the barriers it watches.")
     parser.add_argument("--step")
     parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
@@ -622,8 +622,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _debug_command(args: argparse.Namespace) -> int:
-    from grader.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
-    from grader.steps import DEFAULT_SM_COUNT
+    from grader.judge.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
+    from grader.core.steps import DEFAULT_SM_COUNT
 
     gpu_name, gpu_arch, sm_count = detect_gpu()
     try:

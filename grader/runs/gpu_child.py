@@ -1,7 +1,7 @@
 """Correctness and speed on the GPU, one step per child process.
 
 A deadlocked kernel never returns and an illegal address poisons the CUDA context for the rest of the
-process, so each step runs in `python -m grader.gpu` with a timeout; its results reach the parent
+process, so each step runs in `python -m grader.runs.gpu_child` with a timeout; its results reach the parent
 through a JSON file that the child rewrites after every shape, so a crash loses nothing before it.
 """
 
@@ -17,8 +17,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader import locator, sandbox
-from grader.steps import Shape, format_shape
+from grader.analysis import locator
+from grader.core import sandbox
+from grader.core.steps import Shape, format_shape
 
 HANG_CAUSES = (
     "the usual causes: an mbarrier initialised with a count that differs from the number of arrivals; "
@@ -75,8 +76,8 @@ def run_step(request: GpuRequest, timeout_s: float) -> GpuResult:
         log_path = Path(tmp) / "output.txt"
         with open(log_path, "w") as log:
             child = subprocess.Popen(
-                sandbox.python_command("grader.gpu", str(request_path), str(result_path)),
-                cwd=Path(__file__).resolve().parent.parent,
+                sandbox.python_command("grader.runs.gpu_child", str(request_path), str(result_path)),
+                cwd=Path(__file__).resolve().parents[2],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # so a timeout can kill the child and anything it started
@@ -136,7 +137,7 @@ def _failure(running: str, detail: str) -> str:
 def _child(request: GpuRequest, result_path: Path) -> None:
     import torch
 
-    from grader import diagnosis, timing
+    from grader.analysis import diagnosis, timing
 
     result = GpuResult(device=torch.cuda.get_device_name())
     kernels = {(k.name, tuple(k.shape)): k for k in request.kernels}
@@ -201,7 +202,7 @@ def _load(kernel: Kernel, arch: str):
     import tvm_ffi
     from tvm.support import nvcc  # noqa: F401  registers TVM's compile callback, which is replaced below
 
-    from grader import build
+    from grader.core import build
 
     checked = Path(kernel.cubin).read_bytes()
     compiled_here: list[bytes] = []

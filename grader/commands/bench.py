@@ -16,8 +16,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from grader.build import REPO_ROOT
-from grader.steps import STEPS, Shape, format_shape
+from grader.core.build import REPO_ROOT
+from grader.core.steps import STEPS, Shape, format_shape
 
 BENCH_SHAPES: tuple[Shape, ...] = (
     (2048, 2048, 2048),
@@ -29,13 +29,13 @@ BENCH_SHAPES: tuple[Shape, ...] = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grader.commands.bench", description=__doc__)
     parser.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench"), help="path prefix of the .md/.json/.png")
     args = parser.parse_args(argv)
 
     import torch
 
-    from grader.cli import detect_gpu, resolve_arch_and_track
+    from grader.judge.cli import detect_gpu, resolve_arch_and_track
 
     gpu_name, gpu_arch, sm_count = detect_gpu()
     if gpu_arch is None:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         runnable = [spec for spec in steps if spec.shapes.violation(shape) is None]
         rows.extend(_bench_shape(shape, runnable, track, arch, sm_count))
 
-    command = "python -m grader.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m grader.commands.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     payload = {
         "gpu": gpu_name,
         "driver": driver_version(),
@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
 def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int) -> list[dict]:
     import torch
 
-    from grader import build, diagnosis, timing
-    from grader.gpu import random_inputs
+    from grader.core import build
+    from grader.analysis import diagnosis, timing
+    from grader.runs.gpu_child import random_inputs
 
     solutions = REPO_ROOT / "solutions"
     a, b = random_inputs(shape, seed=sum(shape))

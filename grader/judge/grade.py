@@ -9,9 +9,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import build, features, gpu, sandbox
-from grader.hint import hint_command
-from grader.steps import (
+from grader.core import build, sandbox
+from grader.analysis import features
+from grader.runs import gpu_child as gpu
+from grader.commands.hint import hint_command
+from grader.core.steps import (
     MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, Shape, ShapeRule, StepSpec, format_shape, static_check_shape,
 )
 

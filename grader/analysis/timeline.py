@@ -1,7 +1,7 @@
 """A measured pipeline timeline of a step: %globaltimer stamps recorded by the kernel itself.
 
 The timeline build is the kernel exactly as written (the same generated CUDA), with stamps around
-TVM's mbarrier helpers, through the machinery the deadlock locator uses (grader/instrument.py):
+TVM's mbarrier helpers, through the machinery the deadlock locator uses (grader/analysis/instrument.py):
   - every mbarrier wait (the helpers in locator.WAIT_HELPERS): a stamp before it and one after it
     (the barrier, the parity waited for);
   - every mbarrier arrive helper (`tvm_builtin_ptx_mbarrier_arrive*`: arrive, expect_tx arrive, the
@@ -48,9 +48,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from grader import build, features, locator, protocol_lint
-from grader import instrument as instrument_module
-from grader.steps import STEPS, Shape, format_shape
+from grader.core import build
+from grader.analysis import features, locator, protocol_lint
+from grader.analysis import instrument as instrument_module
+from grader.core.steps import STEPS, Shape, format_shape
 
 CAPACITY = 1 << 15  # stamps; a whole 4096^3 run of CTA 0 in steps 7-10 takes fewer than 12k
 RECORD_WORDS = 8
@@ -383,8 +384,8 @@ def measure(spec, impl: str, shape: Shape, sm_count: int, seed: int = 0, tiles: 
     """Build the timeline build, run it once after one warm-up, check it, and return the header + events."""
     import torch
 
-    from grader.diagnosis import compare, reference
-    from grader.gpu import random_inputs
+    from grader.analysis.diagnosis import compare, reference
+    from grader.runs.gpu_child import random_inputs
 
     os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"  # as the locator: nvcc builds what the CPU tests compile
     buffer = torch.zeros(HEADER_WORDS + CAPACITY * RECORD_WORDS, dtype=torch.int32, device="cuda")
@@ -456,7 +457,7 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = _Parser(prog="python -m grader.timeline", description="A measured producer/consumer timeline of "
+    parser = _Parser(prog="python -m grader.analysis.timeline", description="A measured producer/consumer timeline of "
                      "one CTA of a step: an instrumented build with %globaltimer stamps, run once on the GPU.")
     parser.add_argument("--step", required=True)
     parser.add_argument("--track", default=TRACK)
@@ -466,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="the JSON to write (GPU)")
     parser.add_argument("--png", help="the figure to draw (GPU)")
-    from grader.cli import UsageError as CliUsageError, detect_gpu, parse_shape
+    from grader.judge.cli import UsageError as CliUsageError, detect_gpu, parse_shape
 
     try:
         args = parser.parse_args(argv)
@@ -495,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     where = f"step {spec.number} ({args.impl}/{TRACK}) at {format_shape(shape)}"
     try:
         if not gpu_arch:
-            from grader.steps import DEFAULT_SM_COUNT
+            from grader.core.steps import DEFAULT_SM_COUNT
 
             factory = build.kernel_factory(build.REPO_ROOT / args.impl, TRACK, spec)
             timeline = build_timeline(factory, spec, shape, ARCH, DEFAULT_SM_COUNT[ARCH], records_address=0)
@@ -513,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(locator.format_barrier_map(timeline.barriers)))
         print("no Hopper GPU here that runs it: nothing was run")
         return 0
-    data = {"command": "python -m grader.timeline " + shlex.join(argv), **data}
+    data = {"command": "python -m grader.analysis.timeline " + shlex.join(argv), **data}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n")

@@ -13,10 +13,11 @@ import secrets
 import sys
 from pathlib import Path
 
-from grader import build, report, sandbox
-from grader.build import REPO_ROOT
-from grader.grade import Config, StepResult, grade_step
-from grader.steps import DEFAULT_SM_COUNT, STEPS, TRACK_ARCHS, TRACKS, Shape, format_shape
+from grader.core import build, sandbox
+from grader.judge import report
+from grader.core.build import REPO_ROOT
+from grader.judge.grade import Config, StepResult, grade_step
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, TRACK_ARCHS, TRACKS, Shape, format_shape
 
 ARCH_OF_CAPABILITY = {(9, 0): "sm_90a", (10, 0): "sm_100a", (10, 3): "sm_103a"}
 DEFAULT_TRACK = "blackwell"

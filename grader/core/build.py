@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from grader.sandbox import Toolchain
-from grader.steps import Shape, StepSpec
+from grader.core.sandbox import Toolchain
+from grader.core.steps import Shape, StepSpec
 
 TVM_COMPILE_VARIABLES = (
     "TVM_KERNEL_DUMP", "TVM_KERNEL_DEBUG", "TVM_CUDA_PTXAS_REG_LEVEL", "TVM_CUDA_PTXAS_EXTRA_OPTS",
     "TVM_CUDA_NVCC_NO_FAST_MATH",
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class StepNotImplemented(Exception):
@@ -230,7 +230,7 @@ def _use_pinned_nvcc() -> None:
             os.environ.pop(name, None)
 
 
-# Set once per grade (grader.cli) before any student code runs; else found on first use.
+# Set once per grade (grader.judge.cli) before any student code runs; else found on first use.
 TOOLCHAIN: Toolchain | None = None
 
 
@@ -313,7 +313,7 @@ def build_isolated(
     pinned tools."""
     import json
 
-    from grader import sandbox
+    from grader.core import sandbox
 
     copy = sandbox.course_copy(impl_dir, with_solutions)
     request = {
@@ -325,7 +325,7 @@ def build_isolated(
     env = {**os.environ, "PATH": Toolchain(request["tools"]).search_path()}
     try:
         finished = sandbox.run_limited(
-            sandbox.python_command("grader.build", str(copy / "request.json"), str(copy / RESULT_FILE)),
+            sandbox.python_command("grader.core.build", str(copy / "request.json"), str(copy / RESULT_FILE)),
             cwd=copy, env=env, timeout_s=timeout_s,
         )
         reply = json.loads((copy / RESULT_FILE).read_text()) if (copy / RESULT_FILE).is_file() else {}
@@ -414,8 +414,8 @@ def _protocol_check(request: dict) -> dict:
     """The protocol checker's findings at the asked shapes, or why it cannot simulate the kernel. It runs
     here because it needs the kernel's TIR; what it says can only fail a grade on a machine without a
     GPU (where the kernel cannot be run to show it), so a forged answer gains nothing the GPU would not take."""
-    from grader import protocol
-    from grader.steps import STEPS
+    from grader.analysis import protocol
+    from grader.core.steps import STEPS
 
     spec = STEPS[request["track"]][request["step"]]
     problems = []
@@ -438,7 +438,7 @@ def _start_build_process(request: dict) -> None:
     import tvm_ffi
     from tvm.support import nvcc  # noqa: F401  registers TVM's compile callback, which is replaced below
 
-    from grader.steps import STEPS
+    from grader.core.steps import STEPS
 
     global TOOLCHAIN, _factory
     TOOLCHAIN = Toolchain(request["tools"])
@@ -454,7 +454,7 @@ def _build_shape(request: dict, shape: Shape) -> dict:
     """One shape's artifacts and exported library, or the error that stopped it."""
     from dataclasses import asdict
 
-    from grader.steps import STEPS
+    from grader.core.steps import STEPS
 
     spec = STEPS[request["track"]][request["step"]]
     try:

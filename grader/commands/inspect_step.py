@@ -1,4 +1,4 @@
-"""`python -m grader.inspect_step --step N`: print a step's generated CUDA and the features found in it.
+"""`python -m grader.commands.inspect_step --step N`: print a step's generated CUDA and the features found in it.
 
 Works without a GPU. Use it to see what TIRx made of your kernel before you run it.
 """
@@ -9,17 +9,18 @@ import argparse
 import re
 import sys
 
-from grader import build, features
-from grader.build import REPO_ROOT
-from grader.cli import UsageError, resolve_arch_and_track, select_steps
-from grader.steps import DEFAULT_SM_COUNT, format_shape, static_check_shape
+from grader.core import build
+from grader.analysis import features
+from grader.core.build import REPO_ROOT
+from grader.judge.cli import UsageError, resolve_arch_and_track, select_steps
+from grader.core.steps import DEFAULT_SM_COUNT, format_shape, static_check_shape
 
 # Instruction families worth counting in the SASS, so a reader sees what the hardware will execute.
 SASS_FAMILIES = ("UTCHMMA", "UTCBAR", "LDTM", "HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "LDG", "STG", "BAR.SYNC")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.inspect_step", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grader.commands.inspect_step", description=__doc__)
     parser.add_argument("--step", required=True)
     parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
     parser.add_argument("--track", default="auto")

@@ -6,8 +6,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from grader.grade import Config, StepResult
-from grader.steps import format_shape
+from grader.judge.grade import Config, StepResult
+from grader.core.steps import format_shape
 
 _COLUMNS = ("step", "build", "features", "correctness", "speed", "TFLOP/s", "% cuBLAS", "vs ref")
 

@@ -2,7 +2,7 @@
 
 A student's file is Python: whatever process imports it can rewrite any function, any file the user
 may write, and start processes of its own. So it is imported only in a build process
-(`python -m grader.build`) that runs in a fresh copy of the course (without solutions/ in
+(`python -m grader.core.build`) that runs in a fresh copy of the course (without solutions/ in
 instructor mode), in its own session, under a time limit; what comes back is data. Then:
 - every process it left behind is killed: the grader is a child subreaper (Linux prctl), so a process
   that detaches (double fork, setsid) is re-parented to the grader instead of init and found;
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 COURSE_PARTS = ("grader", "kernel_helpers", "solutions", "Makefile", "pyproject.toml")
 JUDGE_PACKAGES = ("tvm", "tvm_ffi", "torch", "numpy")  # what the judging processes import besides the grader
 TOOLS = ("nvcc", "ptxas", "cuobjdump", "nvdisasm")

@@ -1,4 +1,4 @@
-"""`python -m grader.run_kernel --step N --shape MxNxK`: build a step, run it once, check the result.
+"""`python -m grader.commands.run_kernel --step N --shape MxNxK`: build a step, run it once, check the result.
 
 No timing, no child process: made to sit under compute-sanitizer (`make sanitize STEP=N`) or ncu.
 """
@@ -10,15 +10,16 @@ import sys
 
 import torch
 
-from grader import build, diagnosis
-from grader.build import REPO_ROOT
-from grader.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
-from grader.gpu import random_inputs
-from grader.steps import format_shape
+from grader.core import build
+from grader.analysis import diagnosis
+from grader.core.build import REPO_ROOT
+from grader.judge.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
+from grader.runs.gpu_child import random_inputs
+from grader.core.steps import format_shape
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.run_kernel", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grader.commands.run_kernel", description=__doc__)
     parser.add_argument("--step", required=True)
     parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
     parser.add_argument("--shape", help="MxNxK (default: the step's second correctness shape, a few tiles)")
