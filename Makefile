@@ -72,14 +72,14 @@ inspect: $(ENV_READY)
 	$(PYTHON) -m grader.commands.inspect_step --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH))
 
 debug: $(ENV_READY)
-	$(PYTHON) -m grader.analysis.locator --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
+	$(PYTHON) -m grader.commands.debug --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 
 TIMELINE_OUT ?= reports/timeline-step$(STEP)
 timeline: $(ENV_READY)
-	$(PYTHON) -m grader.analysis.timeline --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track hopper $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES)))) --out $(call quote,$(TIMELINE_OUT).json) --png $(call quote,$(TIMELINE_OUT).png)
+	$(PYTHON) -m grader.commands.timeline --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track hopper $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES)))) --out $(call quote,$(TIMELINE_OUT).json) --png $(call quote,$(TIMELINE_OUT).png)
 
 check: $(ENV_READY)
-	@$(PYTHON) -m grader.analysis.protocol --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
+	@$(PYTHON) -m grader.commands.check --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
 SANITIZE_RUN = $(PYTHON) -m grader.commands.run_kernel --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 sanitize: $(ENV_READY)

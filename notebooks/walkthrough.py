@@ -17,7 +17,6 @@ import torch  # noqa: E402
 
 from grader.core import build  # noqa: E402
 from grader.analysis import diagnosis, features, timing  # noqa: E402
-from grader.runs import gpu_child as gpu  # noqa: E402
 from grader.judge.cli import ARCH_OF_CAPABILITY  # noqa: E402
 from grader.core.steps import DEFAULT_SM_COUNT, STEPS, format_shape  # noqa: E402
 
@@ -80,7 +79,7 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
     def compiled(shape):
         return build.compile_module(build.make_prim_func(factory, spec, tuple(shape), SM_COUNT), ARCH)
 
-    a, b = gpu.random_inputs(tuple(check_shape), seed)
+    a, b = diagnosis.random_inputs(tuple(check_shape), seed)
     d = torch.full((a.shape[0], b.shape[0]), float("nan"), dtype=torch.float16, device="cuda")
     compiled(check_shape)(a, b, d)
     torch.cuda.synchronize()
@@ -88,7 +87,7 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
     print(f"correctness at {format_shape(check_shape)}: {verdict.message} (max error {verdict.max_error:.1e} x rms)")
 
     kernel = compiled(timing_shape)
-    a, b = gpu.random_inputs(tuple(timing_shape), seed)
+    a, b = diagnosis.random_inputs(tuple(timing_shape), seed)
     d, d_cublas = (torch.empty((a.shape[0], b.shape[0]), dtype=torch.float16, device="cuda") for _ in range(2))
     ms = timing.median_ms_interleaved(
         {"kernel": lambda: kernel(a, b, d), "cublas": lambda: torch.matmul(a, b.T, out=d_cublas)}
@@ -98,5 +97,5 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
           f"{tflops(timing_shape, ms['cublas']):.0f} TFLOP/s; share of cuBLAS {ms['cublas'] / ms['kernel']:.0%}")
 
 
-__all__ = ["REPO", "build", "diagnosis", "features", "gpu", "timing", "TRACK", "ARCH", "GPU_ARCH", "SM_COUNT", "describe", "solution_file", "show_diff",
+__all__ = ["REPO", "build", "diagnosis", "features", "timing", "TRACK", "ARCH", "GPU_ARCH", "SM_COUNT", "describe", "solution_file", "show_diff",
            "build_step", "run_on_gpu", "grep", "STEPS"]

@@ -19,6 +19,7 @@ import pytest
 from conftest import REPO
 from grader.core import build
 from grader.judge import cli
+from grader.runs import build_child
 from grader.judge.grade import Config, grade_step
 from grader.core.steps import STEPS
 
@@ -160,7 +161,7 @@ def test_an_endless_loop_is_reported_as_a_build_that_did_not_finish(tmp_path, wh
     tree = _tree(tmp_path, 1, source)
     start = time.monotonic()
     with pytest.raises(build.BuildFailed, match="building step 1 did not finish in 3 s"):
-        build.build_isolated(tree, TRACK, STEPS[TRACK][1], [(128, 128, 64)], ARCH, 132, with_solutions=True,
+        build_child.build_isolated(tree, TRACK, STEPS[TRACK][1], [(128, 128, 64)], ARCH, 132, with_solutions=True,
                              export=False, out_dir=tmp_path, timeout_s=3)
     assert time.monotonic() - start < 30
 

@@ -75,7 +75,7 @@ def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int
 
     from grader.core import build
     from grader.analysis import diagnosis, timing
-    from grader.runs.gpu_child import random_inputs
+    from grader.analysis.diagnosis import random_inputs
 
     solutions = REPO_ROOT / "solutions"
     a, b = random_inputs(shape, seed=sum(shape))

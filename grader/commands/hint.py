@@ -35,12 +35,6 @@ class Todo:
     levels: dict[int, str]  # 1 and 2, from the hints file
 
 
-def hint_command(step: int, track: str, todo: int | None = None) -> str:
-    """The make command that helps with a step (or one of its TODOs), for the grader's messages."""
-    todo_part = f" TODO={todo}" if todo is not None else ""
-    return f"make hint STEP={step}{todo_part} TRACK={track}"
-
-
 def read_todos(track: str, step: int) -> list[Todo]:
     path = HINTS_DIR / track / f"step{step:02d}.md"
     if not path.exists():

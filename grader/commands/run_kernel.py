@@ -1,21 +1,26 @@
 """`python -m grader.commands.run_kernel --step N --shape MxNxK`: build a step, run it once, check the result.
 
-No timing, no child process: made to sit under compute-sanitizer (`make sanitize STEP=N`) or ncu.
+No timing: made to sit under compute-sanitizer (`make sanitize STEP=N`) or ncu. The step file is imported
+only in the build process, over a copy of the course (runs/build_child.py); the built library runs here, in
+this process, where the sanitizer watches it, loaded as the grade's GPU child loads it (the checked cubin).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from pathlib import Path
 
 import torch
 
-from grader.core import build
 from grader.analysis import diagnosis
+from grader.core import build, sandbox
 from grader.core.build import REPO_ROOT
-from grader.judge.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
-from grader.runs.gpu_child import random_inputs
 from grader.core.steps import format_shape
+from grader.judge.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
+from grader.runs import gpu_child
+from grader.runs.build_child import build_isolated
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,12 +43,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run_kernel: {err}", file=sys.stderr)
         return 2
 
-    factory = build.kernel_factory(REPO_ROOT / args.impl, track, spec)
-    kernel = build.compile_module(build.make_prim_func(factory, spec, shape, sm_count), arch)
-    a, b = random_inputs(shape, args.seed)
-    d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
-    kernel(a, b, d)
-    torch.cuda.synchronize()
+    watch = sandbox.Watch(sandbox.Toolchain.resolve())
+    with tempfile.TemporaryDirectory(prefix="grader-run-kernel-") as work:
+        try:
+            try:
+                (built,) = build_isolated(REPO_ROOT / args.impl, track, spec, [shape], arch, sm_count,
+                                          with_solutions=True, export=True, out_dir=Path(work)).kernels
+            finally:
+                sandbox.check_unchanged(watch, f"building step {spec.number}")
+        except (build.StepNotImplemented, build.BuildFailed, sandbox.Tampered) as err:
+            print(f"step {spec.number}: {err}", file=sys.stderr)
+            return 1
+        kernel = gpu_child.load(gpu_child.Kernel.of("kernel", built, Path(work)), arch)
+        a, b = diagnosis.random_inputs(shape, args.seed)
+        d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
+        kernel(a, b, d)
+        torch.cuda.synchronize()
     verdict = diagnosis.compare(d, diagnosis.reference(a, b))
     print(f"step {spec.number} ({args.impl}/{track}) at {format_shape(shape)}: {verdict.message}; "
           f"max error {verdict.max_error:.2e} x rms")

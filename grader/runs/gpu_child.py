@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,9 +18,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader.analysis import locator
 from grader.core import sandbox
 from grader.core.steps import Shape, format_shape
+from grader.runs.debug_child import hang_report
 
 HANG_CAUSES = (
     "the usual causes: an mbarrier initialised with a count that differs from the number of arrivals; "
@@ -57,6 +58,7 @@ class GpuRequest:
     kernels: list[Kernel]
     recheck_seed: int | None = None  # instructor mode: check correctness again on these inputs after timing
     sm_count: int = 0
+    with_solutions: bool = True  # whether the locator's copy of the course holds solutions/ (not in instructor mode)
 
 
 @dataclass
@@ -69,27 +71,32 @@ class GpuResult:
 
 
 def run_step(request: GpuRequest, timeout_s: float) -> GpuResult:
-    """Run one step's GPU work in a child process; never raises for the kernel's sake."""
+    """Run one step's GPU work in a child process; never raises for the kernel's sake. The child loads the
+    libraries the build process made (their host code is the build's), so it too runs in a copy of the course."""
     with tempfile.TemporaryDirectory(prefix="grader-gpu-") as tmp:
         request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_path.write_text(json.dumps(asdict(request)))
         log_path = Path(tmp) / "output.txt"
+        copy = sandbox.course_copy(Path(request.impl_dir), with_solutions=False)
         with open(log_path, "w") as log:
             child = subprocess.Popen(
                 sandbox.python_command("grader.runs.gpu_child", str(request_path), str(result_path)),
-                cwd=Path(__file__).resolve().parents[2],
+                cwd=copy,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # so a timeout can kill the child and anything it started
             )
-            timed_out = _wait_with_progress(child, result_path, request.step, timeout_s)
+            try:
+                timed_out = _wait_with_progress(child, result_path, request.step, timeout_s)
+            finally:
+                shutil.rmtree(copy, ignore_errors=True)
         output = log_path.read_text(errors="replace")
         result = _read_result(result_path)
         if timed_out:
             result.error = (
                 f"did not finish in {timeout_s:.0f} s while {result.running or 'starting'}: "
                 f"the kernel is probably deadlocked. Check {HANG_CAUSES}."
-            ) + locator.hang_report(request, result)
+            ) + hang_report(request, result)
         elif child.returncode != 0 and not result.error:
             lines = [line.strip() for line in output.splitlines() if line.strip()]
             result.error = _failure(result.running, (lines or ["(no output)"])[-1])
@@ -150,8 +157,8 @@ def _child(request: GpuRequest, result_path: Path) -> None:
         for index, shape in enumerate(shapes):
             seed = seed_base + index
             save(f"checking correctness at {format_shape(shape)} (seed {seed})")
-            kernel = _load(kernels[("kernel", shape)], request.arch)
-            a, b = random_inputs(shape, seed)
+            kernel = load(kernels[("kernel", shape)], request.arch)
+            a, b = diagnosis.random_inputs(shape, seed)
             d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
             kernel(a, b, d)
             torch.cuda.synchronize()
@@ -166,7 +173,7 @@ def _child(request: GpuRequest, result_path: Path) -> None:
         return
     for shape in request.timing_shapes:
         save(f"timing at {format_shape(shape)}")
-        loaded = {name: _load(kernels[(name, shape)], request.arch) for name in ("kernel", "reference")
+        loaded = {name: load(kernels[(name, shape)], request.arch) for name in ("kernel", "reference")
                   if (name, shape) in kernels}
         ms, wrong = timing.time_checked(loaded, shape, request.seed)
         if wrong:
@@ -195,7 +202,7 @@ class NotTheCheckedKernel(Exception):
     """The library would run device code other than the cubin the static checks read."""
 
 
-def _load(kernel: Kernel, arch: str):
+def load(kernel: Kernel, arch: str):
     """Load a built library with TVM's runtime; its device code must be the checked cubin."""
     import torch
     import tvm
@@ -225,17 +232,6 @@ def _load(kernel: Kernel, arch: str):
             "(its device code differs from the checked cubin): the submission tried to change the grader"
         )
     return function
-
-
-def random_inputs(shape: Shape, seed: int):
-    import torch
-
-    m, n, k = shape
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn((m, k), generator=generator, device="cuda").half()
-    b = torch.randn((n, k), generator=generator, device="cuda").half()
-    return a, b
-
 
 
 if __name__ == "__main__":
