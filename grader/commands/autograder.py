@@ -30,6 +30,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.core import outputs
 from grader.core.build import REPO_ROOT
 from grader.core.steps import STEPS, TRACKS, format_shape
 
@@ -46,7 +47,12 @@ class BadInput(Exception):
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["package"] and args[1:2] == ["--out"] and len(args) == 3:
-        print(f"written: {package(Path(args[2]))}")
+        try:
+            out = outputs.writable_file(args[2], "--out")
+        except outputs.UnwritableOutput as err:
+            print(f"autograder: {err}", file=sys.stderr)
+            return 2
+        print(f"written: {package(out)}")
         return 0
     if args == ["run"]:
         return run(Settings.from_environment())

@@ -16,6 +16,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from grader.core import outputs
 from grader.core.build import REPO_ROOT
 from grader.core.steps import STEPS, Shape, format_shape
 
@@ -32,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.commands.bench", description=__doc__)
     parser.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench"), help="path prefix of the .md/.json/.png")
     args = parser.parse_args(argv)
+    try:
+        out = Path(args.out)
+        for suffix in (".json", ".md", ".png"):
+            outputs.writable_file(out.with_suffix(suffix), "--out")
+    except outputs.UnwritableOutput as err:
+        print(f"bench: {err}", file=sys.stderr)
+        return 2
 
     import torch
 
@@ -60,7 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         "command": command.strip(),
         "rows": rows,
     }
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
     out.with_suffix(".md").write_text(markdown(payload))

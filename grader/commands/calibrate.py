@@ -15,9 +15,8 @@ import json
 import secrets
 import shlex
 import sys
-from pathlib import Path
 
-from grader.core import build, sandbox
+from grader.core import build, outputs, sandbox
 from grader.commands.bench import driver_version
 from grader.core.build import REPO_ROOT
 from grader.judge.cli import (
@@ -39,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(SPEED_FLOORS_FILE), help="the table to update (default: the grader's)")
     try:
         args = parser.parse_args(argv)
-    except UsageError as err:
+        out = outputs.writable_file(args.out, "--out")
+    except (UsageError, outputs.UnwritableOutput) as err:
         print(f"calibrate: {err}", file=sys.stderr)
         return 2
     gpu_name, gpu_arch, sm_count = detect_gpu()
@@ -77,7 +77,6 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         measured[spec.number] = {format_shape(t.shape): round(t.share_of_cublas, 4) for t in result.timings}
 
-    out = Path(args.out)
     arguments = argv if argv is not None else sys.argv[1:]
     about = {
         "gpu": gpu_name, "driver": driver_version(), "date": datetime.date.today().isoformat(),

@@ -13,15 +13,14 @@ class UnwritableOutput(Exception):
 
 
 def writable_file(given: str | Path, option: str) -> Path:
-    """The absolute path of an output file that can be written: an existing regular file that opens for
-    writing, or a new file whose nearest existing folder takes a new file (missing folders are made at
-    write time). Refused: a folder, a device, a pipe or a special file such as /proc/version, a path
-    under a file, and a folder that is read-only (or on a read-only file system)."""
+    """The absolute path of an output file that can be written, whole (a new file beside it, then renamed):
+    an existing regular file that opens for writing, or a new one; folders it lacks are made at write
+    time. Refused: a folder, a device, a pipe or a special file such as /proc/version, a path under a
+    file, and a folder that takes no new file (read-only, or on a read-only file system)."""
     path = Path(given).absolute()
     if path.is_dir():
         raise UnwritableOutput(f"{option} {path} is a folder: name a file")
-    existing = next(p for p in [path, *path.parents] if p.exists() or p.is_symlink())
-    if existing == path:
+    if path.exists():
         if not stat.S_ISREG(path.stat().st_mode):
             raise UnwritableOutput(f"{option} {path} is not a regular file")
         try:
@@ -29,13 +28,13 @@ def writable_file(given: str | Path, option: str) -> Path:
                 pass
         except OSError as err:
             raise UnwritableOutput(f"{option} {path} cannot be written ({err.strerror or err})") from None
-        return path
-    if not existing.is_dir():
-        raise UnwritableOutput(f"{option} {path}: {existing} is a file, not a folder")
+    folder = next(p for p in path.parents if p.exists())
+    if not folder.is_dir():
+        raise UnwritableOutput(f"{option} {path}: {folder} is a file, not a folder")
     try:
-        with tempfile.TemporaryFile(dir=existing):
+        with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as err:
-        raise UnwritableOutput(f"{option} {path} cannot be written: {existing} takes no new file "
+        raise UnwritableOutput(f"{option} {path} cannot be written: {folder} takes no new file "
                                f"({err.strerror or err})") from None
     return path
