@@ -6,6 +6,7 @@ tree run against a private copy of the course (a `python -m grader` there), neve
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -162,7 +163,7 @@ def test_an_endless_loop_is_reported_as_a_build_that_did_not_finish(tmp_path, wh
     start = time.monotonic()
     with pytest.raises(build.BuildFailed, match="building step 1 did not finish in 3 s"):
         build_child.build_isolated(tree, TRACK, STEPS[TRACK][1], [(128, 128, 64)], ARCH, 132, with_solutions=True,
-                             export=False, out_dir=tmp_path, timeout_s=3)
+                                   export=False, out_dir=tmp_path, timeout_s=3)
     assert time.monotonic() - start < 30
 
 
@@ -237,6 +238,65 @@ if os.fork() == 0:
     time.sleep(0.5)
     survivor = int(pid_file.read_text())
     assert not Path(f"/proc/{survivor}").exists() or "Z" in Path(f"/proc/{survivor}/stat").read_text().split()[2]
+
+
+# a submission that makes the reference slower on disk when imported (on a GPU, a slow step would then pass the
+# speed rule against it): directly, or from a process it leaves behind, which may land at any time
+SLOWER_REFERENCE = {
+    "at import": "open({solution!r}, 'w').write({slower!r})\n",
+    "from a detached process": (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(0.3)\n"
+        "    open({solution!r}, 'w').write({slower!r})\n"
+        "    os._exit(0)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("how", SLOWER_REFERENCE)
+def test_the_report_and_the_exit_status_agree_on_a_file_that_rewrites_a_solution(tmp_path, how):
+    course = _course_copy(tmp_path)
+    solution = course / "solutions" / TRACK / STEPS[TRACK][3].file_name
+    original = solution.read_text()
+    attack = SLOWER_REFERENCE[how].format(solution=str(solution), slower=_as_step(1, 3))
+    (course / "steps" / TRACK / STEPS[TRACK][3].file_name).write_text(_solution(3) + attack)
+    done = _grade_copy(course, 3)
+    time.sleep(0.5)  # a writer that escaped the grade would have written by now
+    (entry,) = json.loads((course.parent / "r.json").read_text())["steps"]
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert entry["passed"] == (done.returncode == 0), (entry, done.stdout)
+    assert ("0 passed, 1 failed" in done.stdout) == (done.returncode == 1)
+    if how == "at import" or solution.read_text() != original:
+        assert (done.returncode, entry["build"]) == (1, "failed"), done.stdout
+        assert "changed files the grader relies on (solutions/hopper/" in entry["problems"][0]
+
+
+class _ChangedAfterTheLastStep:
+    """A file check that sees a change only once the steps are graded: a late write of a process the
+    student's file left behind."""
+
+    def __init__(self, toolchain):
+        self.checks = 0
+
+    def changed(self) -> list[str]:
+        self.checks += 1
+        return ["solutions/hopper/step03.py"] if self.checks > 1 else []
+
+
+def test_a_change_found_after_the_last_step_fails_it_in_the_report_and_the_exit_status(tmp_path, monkeypatch):
+    from grader.judge.grade import StepResult
+
+    passed = StepResult(step=3, file="steps/hopper/step03.py", build="passed")
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (None, None, 0))
+    monkeypatch.setattr(cli.sandbox, "Watch", _ChangedAfterTheLastStep)
+    monkeypatch.setattr(cli, "grade_step", lambda config, spec, watch: watch.changed() or passed)
+    status = cli.main(["--step", "3", "--track", TRACK, "--json", str(tmp_path / "r.json")])
+    (entry,) = json.loads((tmp_path / "r.json").read_text())["steps"]
+    assert status == 1
+    assert (entry["build"], entry["passed"]) == ("failed", False)
+    assert "changed files the grader relies on (solutions/hopper/step03.py)" in entry["problems"][0]
 
 
 def test_make_passes_each_variable_as_one_argument():

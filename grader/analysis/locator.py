@@ -31,6 +31,9 @@ What is read from the barrier: its current phase parity with `mbarrier.test_wait
 that way (a barrier with 1 of 32 arrivals pending read as 1048576). So a count is shown only when it
 is plausible (at most the barrier's init count), and otherwise the report says it could not be read;
 the raw word is kept in the JSON record.
+
+This module builds and reads; the run is a child process over a copy of the course
+(grader/runs/debug_child.py), started by the grade after a hang and by `make debug` (grader/commands/debug.py).
 """
 
 from __future__ import annotations

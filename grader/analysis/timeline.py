@@ -32,6 +32,9 @@ warpgroups that issue wgmma; features.issuing_warps reads that from the source):
   epilogue  a consumer's last K tile of an output tile released -> its last TMA store of the tile
             issued (or, with no store seen, its next wait on a full barrier begins)
 Only the first `tiles` output tiles of CTA 0 (K tiles of the consumers and of the producer) are kept.
+
+This module builds and reads; the run is a child process over a copy of the course
+(grader/runs/timeline_child.py), started by `make timeline` (grader/commands/timeline.py).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from grader.core.build import REPO_ROOT
 from grader.core.steps import STEPS
+from grader.judge import cli
 
 HINTS_DIR = REPO_ROOT / "hints"
 LEVELS = (1, 2, 3)
@@ -83,8 +84,6 @@ def render(track: str, step: int, todo: int | None, level: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.judge import cli  # the grader's parser and track rule; cli imports grade, which imports this module
-
     parser = cli._Parser(prog="python -m grader.commands.hint", description="Help for a step's TODOs, in levels.")
     parser.add_argument("--step", required=True, help="1..10")
     parser.add_argument("--todo", default="", help="k of TODO N.k (default: list the step's TODOs)")
@@ -114,8 +113,6 @@ def _number(text: str, option: str, allowed) -> int:
 
 def _auto_track() -> str:
     """The grader's rule: the track of the GPU here, else blackwell."""
-    from grader.judge import cli
-
     gpu_name, gpu_arch, _ = cli.detect_gpu()
     return cli.resolve_arch_and_track("auto", "auto", gpu_name, gpu_arch)[1]
 

@@ -1,9 +1,10 @@
 """Where a student's file runs, and what the grader checks after it ran.
 
 A student's file is Python: whatever process imports it can rewrite any function, any file the user
-may write, and start processes of its own. So it is imported only in a build process
-(`python -m grader.core.build`) that runs in a fresh copy of the course (without solutions/ in
-instructor mode), in its own session, under a time limit; what comes back is data. Then:
+may write, and start processes of its own. So it is imported only in child processes (grader/runs/:
+the build, the locator's debug run, the timeline's run; `run_child`) that run in a fresh copy of the
+course (without solutions/ in instructor mode), in their own session, under a time limit; what comes
+back is data. Then:
 - every process it left behind is killed: the grader is a child subreaper (Linux prctl), so a process
   that detaches (double fork, setsid) is re-parented to the grader instead of init and found;
 - the files the judging processes read are hashed before and after: the grader, the reference
