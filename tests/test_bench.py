@@ -17,6 +17,8 @@ PAYLOAD = {
     "rows": [
         {"step": 9, "shape": [4096, 4096, 4096], "kernel_ms": 0.25, "cublas_ms": 0.2, "correct": True},
         {"step": 10, "shape": [4096, 4096, 4096], "kernel_ms": 0.2, "cublas_ms": 0.2, "correct": False},
+        {"step": "triton-seed", "shape": [4096, 4096, 4096], "kernel_ms": 0.22, "cublas_ms": 0.2, "correct": True},
+        {"step": "triton-seed-ws", "shape": [4096, 4096, 4096], "kernel_ms": 0.21, "cublas_ms": 0.2, "correct": True},
     ],
 }
 
@@ -33,6 +35,32 @@ def test_table_reports_ratio_tflops_and_wrong_results():
     table = bench.markdown(PAYLOAD)
     assert "| 9 | 4096x4096x4096 | 0.2500 | 549.8 | 0.2000 | 687.2 | 0.800x | yes |" in table
     assert "| 10 | 4096x4096x4096 | 0.2000 | 687.2 | 0.2000 | 687.2 | 1.000x | NO |" in table
+    assert "| triton-seed | 4096x4096x4096 | 0.2200 | 624.7 | 0.2000 | 687.2 | 0.909x | yes |" in table
+    assert "| triton-seed-ws | 4096x4096x4096 | 0.2100 | 654.5 | 0.2000 | 687.2 | 0.952x | yes |" in table
+    assert "absent" not in table
+
+
+def test_without_triton_the_table_says_why_its_rows_are_absent():
+    rows = [row for row in PAYLOAD["rows"] if isinstance(row["step"], int)]
+    table = bench.markdown({**PAYLOAD, "rows": rows, "triton_absent": "no module named triton"})
+    assert "Rows triton-seed and triton-seed-ws are absent: no module named triton." in table
+    assert "triton-seed |" not in table
+
+
+def test_the_seed_kernel_is_reported_absent_where_triton_cannot_import_it(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_triton(name, *args, **kwargs):
+        if name == "triton" or name.startswith("triton."):
+            raise ModuleNotFoundError("No module named 'triton'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(__import__("sys").modules, "grader.commands.triton_seed", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_triton)
+    module, why = bench._triton_seed()
+    assert module is None and "No module named 'triton'" in why
 
 
 def test_chart_is_written(tmp_path):

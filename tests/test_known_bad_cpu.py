@@ -9,14 +9,15 @@ one and the build runs once).
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
 from conftest import REPO, TRACK_ARCH, build_step
 from grader.analysis import features
-from grader.judge.grade import Config, grade_step
 from grader.core.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule, static_check_shape
-from known_bad import VARIANTS, Variant
+from grader.judge.grade import PROTOCOL_HEADER, Config, grade_step
+from known_bad import BUILD, SIMULATED, VARIANTS, Variant
 
 
 def _static_shape_only(track: str, step: int):
@@ -31,17 +32,49 @@ def _cpu_config(tree, track: str) -> Config:
     return Config("steps", tree, REPO / "solutions", track, arch, None, DEFAULT_SM_COUNT[arch], 7, 60.0, None)
 
 
+def first_finding(result) -> str:
+    """What the student reads first: the first problem, and of the simulated protocol its first finding."""
+    first = result.problems[0]
+    if first.startswith(PROTOCOL_HEADER):
+        return next(line for line in first.splitlines() if line.startswith("- "))
+    return first
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_known_bad_kernel_fails_the_cpu_grade(tmp_path, variant: Variant):
     tree = variant.write(tmp_path / "steps")
     result = grade_step(_cpu_config(tree, variant.track), _static_shape_only(variant.track, variant.step))
-    assert result.build == "passed", result.problems
+    assert result.build == ("failed" if variant.check == BUILD else "passed"), result.problems
     assert not result.passed
-    failed = {check.name: check for check in result.checks if not check.passed}
-    assert variant.check in failed, f"{variant.name}: failed {sorted(failed)}, expected {variant.check!r}"
-    message = next(p for p in result.problems if variant.check in p)
-    assert message.startswith("protocol mistake: ")
-    assert failed[variant.check].hint in message  # the fix, in the student's report
+    if variant.check == BUILD:
+        pass  # the build's own message is the first finding (checked below)
+    elif variant.check == SIMULATED:
+        assert result.correctness == "failed" and any(p.startswith(PROTOCOL_HEADER) for p in result.problems)
+    else:
+        failed = {check.name: check for check in result.checks if not check.passed}
+        assert variant.check in failed, f"{variant.name}: failed {sorted(failed)}, expected {variant.check!r}"
+        message = next(p for p in result.problems if variant.check in p)
+        assert message.startswith("protocol mistake: ")
+        assert failed[variant.check].hint in message  # the fix, in the student's report
+    # the cause comes first, in the step's own names
+    first = first_finding(result)
+    missing = [name for name in variant.names if name.lower() not in first.lower()]
+    assert not missing, f"{variant.name}: the first finding does not name {missing}:\n{first}"
+
+
+def _todos(track: str, step: int) -> set[str]:
+    skeleton = (REPO / "steps" / track / STEPS[track][step].file_name).read_text()
+    return set(re.findall(r"# TODO (\d+\.\d+):", skeleton))
+
+
+@pytest.mark.parametrize("track,step", [(t, s) for t in TRACK_ARCH for s in range(4, 11)])
+def test_every_todo_of_steps_4_to_10_has_a_known_bad_variant_that_names_its_cause(track, step):
+    variants = [v for v in VARIANTS if v.track == track and v.step == step]
+    todos = _todos(track, step)
+    assert all(v.todo in todos for v in variants), [v.name for v in variants if v.todo not in todos]
+    assert all(v.names for v in variants), [v.name for v in variants if not v.names]
+    uncovered = todos - {v.todo for v in variants}
+    assert not uncovered, f"{track} step {step}: no known-bad variant for TODO {sorted(uncovered)}"
 
 
 @pytest.mark.parametrize("track,step", [(t, s) for t in TRACK_ARCH for s in sorted(STEPS[t])])
@@ -63,4 +96,4 @@ def test_the_variants_cover_both_tracks_and_every_step_class():
     assert len({v.name for v in VARIANTS}) == len(VARIANTS)
     protocol = {c.name for steps in features.CHECKS.values() for checks in steps.values() for c in checks
                 if c.kind == "protocol"}
-    assert {v.check for v in VARIANTS} <= protocol
+    assert {v.check for v in VARIANTS} <= protocol | {SIMULATED, BUILD}

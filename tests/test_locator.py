@@ -195,7 +195,8 @@ def test_make_debug_without_a_gpu_builds_and_prints_the_barrier_map():
 
 @pytest.mark.parametrize("args", [["--step", "x"], ["--step", "5", "--shape", "100x100x100"], ["--step", "5", "--track", "ampere"]])
 def test_make_debug_with_bad_options_says_so_in_one_line(args):
-    done = subprocess.run([sys.executable, "-m", "grader.commands.debug", *args], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "grader.commands.debug", *args], cwd=REPO, capture_output=True,
+                          text=True)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("debug: ")
 

@@ -30,7 +30,8 @@ def _bad_paths(tmp_path: Path) -> dict[str, Path]:
 
 
 COMMANDS = {
-    "grade --json": lambda path: cli.main(["--step", "3", "--impl", "solutions", "--track", "hopper", "--json", str(path)]),
+    "grade --json": lambda path: cli.main(["--step", "3", "--impl", "solutions", "--track", "hopper",
+                                           "--json", str(path)]),
     "bench --out": lambda path: bench.main(["--out", str(path.with_suffix(""))]),  # a prefix: .json, .md, .png
     "calibrate --out": lambda path: calibrate.main(["--out", str(path)]),
     "autograder package --out": lambda path: autograder.main(["package", "--out", str(path)]),

@@ -75,18 +75,21 @@ SHARED_EPILOGUE_BAR = [(r"warpgroup_sync\(EPILOGUE_BAR \+ consumer\)", "warpgrou
 
 # name: (tracks, step, shape, replacements, kind of the first finding, texts the report contains)
 MUTATIONS = {
-    "init_count_2": (("hopper", "blackwell"), 5, (256, 384, 192), INIT_COUNT_2, "deadlock", [
+    "init_count_2": (("hopper", "blackwell"), 5, (256, 384, 192), INIT_COUNT_2, "count", [
+        "tma_bar[0] (CTA 0) needs 2 arrivals per phase (its init count), but 1 came in its phase 0",
+        "every live warp is blocked, first on tma_bar[0] (phase 0)",
         "CTA 0, warp", "waited on tma_bar[0] for phase 0 to complete; it is still in phase 0 with 1 of 2 pending arrival",
         "usually: 1 of 2 arrivals came", "the init count 2 is more than the threads that arrive per phase"]),
-    "consumer_on_producer_phase": (("hopper", "blackwell"), 5, (256, 384, 192), CONSUMER_ON_PRODUCER_PHASE, "overrun", [
+    "consumer_on_producer_phase": (("hopper", "blackwell"), 5, (256, 384, 192), CONSUMER_ON_PRODUCER_PHASE, "start", [
         "is for phase 1 (parity), which a fresh barrier passes at once", "this wait is one phase ahead of its producer (its starting phase"]),
     "consumer_on_producer_phase_step7": (("hopper",), 7, (256, 384, 192),
                                          [(r"consume = PipelineState\(PIPE_DEPTH, 0\)", "consume = PipelineState(PIPE_DEPTH, 1)")],
-                                         "overrun", ["its first wait on", "one phase ahead of its producer"]),
+                                         "start", ["its first wait on", "one phase ahead of its producer"]),
     "tma_loop_one_trip_short": (("hopper", "blackwell"), 5, (256, 384, 192), TMA_LOOP_ONE_TRIP_SHORT, "deadlock", [
         "waited on tma_bar[0] for phase 1 to complete; it is still in phase 1 with 1 of 1 pending arrival",
         "usually: nobody arrived in this phase", "the loop that arrives ran 2 times and the loop that waits 3"]),
-    "tma_loop_one_trip_long": (("hopper", "blackwell"), 5, (256, 384, 192), TMA_LOOP_ONE_TRIP_LONG, "pending_at_exit", [
+    "tma_loop_one_trip_long": (("hopper", "blackwell"), 5, (256, 384, 192), TMA_LOOP_ONE_TRIP_LONG, "tile", [
+        "TMA load from A[0:128, 192:256] reaches past the 192 columns of A (its K)", "runs more trips than K // BLK_K",
         "had ended while a TMA copy into", "a load that nobody waits for"]),
     "expect_tx_too_large": (("hopper", "blackwell"), 5, (256, 384, 192), [(BYTES, r"\g<1>4")], "deadlock", [
         "with 0 of 1 pending arrivals and 32768 transaction bytes",
@@ -110,9 +113,10 @@ MUTATIONS = {
         "arrives on ld2mma[0] a second time within one phase (phase 0, init count 256)",
         "an arrive inside a loop must run once per phase"]),
     "writeback_count_of_one_cta": (("blackwell",), 9, (4096, 2816, 576),
-                                   [(r"ld2mma\.init\(WB_THREADS \* CTA_GROUP\)", "ld2mma.init(WB_THREADS)")], "lapping", [
-        "waits on mma2ld[0] for phase 0", "waits on ld2mma[0] for phase 0", "ld2mma[0] completes phases faster than it is waited on: check that its init "
-        "count is the number of arrivals one phase needs"]),
+                                   [(r"ld2mma\.init\(WB_THREADS \* CTA_GROUP\)", "ld2mma.init(WB_THREADS)")], "count", [
+        "ld2mma[0] (CTA 0) completed its phase 0 with the arrivals of CTA 0, warps",
+        "its init count (128) must be the arrivals of all of them (256 here)",
+        "waits on ld2mma[0] for phase 0"]),
     "shared_named_barrier": (("hopper",), 10, (512, 512, 192), SHARED_EPILOGUE_BAR, "named_barrier", [
         "named barrier 1 (128 threads) completed once with warps", "two groups of warps share one barrier id"]),
 }

@@ -1,4 +1,4 @@
-"""Skeletons that teach (issue 14), over every step present in both trees, both tracks.
+"""Skeletons that teach, over every step present in both trees, both tracks.
 
 - A skeleton holds as code at most 25% of the code lines its solution adds to the previous solution
   (the rule of ../shared/tools/skeleton_metrics.py, in skeleton_measure.py).
@@ -6,6 +6,10 @@
 - Every TODO of every skeleton has its hints (levels 1-2) and its marked solution region (level 3),
   with the same numbering and titles in all three files, and `make hint` prints them.
 - Pasting every TODO's level 3 into its skeleton gives a kernel that builds and passes the static checks.
+- Steps 4-10 leave the design to the student (docs/writing-a-step.md, "Skeletons: the goal and the contract"):
+  no protocol-table row the solution adds to the previous solution's stands in the skeleton; a TODO's level 2
+  hint neither repeats its skeleton comment nor holds a line of level 3; every "Trap:" a skeleton or a hint
+  names has a known-bad variant marked as that TODO's trap.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ import pytest
 
 from conftest import REPO, TRACK_ARCH
 from grader.commands import hint
-from grader.judge.grade import Config, grade_step
 from grader.core.steps import DEFAULT_SM_COUNT, STEPS
+from grader.judge.grade import Config, grade_step
+from known_bad import VARIANTS
 from skeleton_measure import given_lines, leaked_lines
 
 MAX_GIVEN_SHARE = 0.25
@@ -128,3 +133,96 @@ def test_level_3_pasted_into_the_skeleton_passes_the_cpu_grade(track, step, tmp_
     )
     result = grade_step(config, STEPS[track][step])
     assert result.passed and result.build == "passed" and result.features == "passed", result.problems
+
+
+# ---- steps 4-10: the design is the student's ----
+DESIGN_STEPS = range(4, 11)
+SHARED_WORDS = 8  # a level 2 hint shares no run of this many consecutive words with its skeleton comment
+MIN_CODE_CHARS = 12  # a level 3 line at least this long (stripped) never stands verbatim in level 2
+
+
+def _design_pairs() -> list[tuple[str, int]]:
+    pairs = _pairs()
+    return [(track, step) for track, step in pairs if step in DESIGN_STEPS and (track, step - 1) in pairs]
+
+
+def _table_rows(path: Path) -> set[str]:
+    """The docstring table rows of a file that say something ('|'-lines with at least two filled cells),
+    whitespace collapsed: the rule of ../shared/tools/design_given.py."""
+    rows = set()
+    for line in path.read_text().splitlines():
+        row = line.strip()
+        if row.startswith("|") and row.endswith("|") and not re.fullmatch(r"[|\-\s:]+", row):
+            if sum(bool(cell.strip()) for cell in row.strip("|").split("|")) >= 2:
+                rows.add(" ".join(row.split()))
+    return rows
+
+
+@pytest.mark.parametrize("track,step", _design_pairs())
+def test_skeleton_leaves_the_new_protocol_rows_to_the_student(track, step):
+    solution, skeleton = _paths(track, step)
+    previous = REPO / "solutions" / track / STEPS[track][step - 1].file_name
+    new_rows = _table_rows(solution) - _table_rows(previous)
+    assert new_rows, "the solution's docstring adds no protocol-table row to the previous step's"
+    assert sorted(new_rows & _table_rows(skeleton)) == []
+
+
+def _todo_comments(track: str, step: int) -> dict[int, str]:
+    """TODO k -> its skeleton comment (title line and body, without the '#')."""
+    comments = {}
+    for found in _TODO_BLOCK.finditer(_paths(track, step)[1].read_text()):
+        lines = found.group(0).splitlines()[:-1]  # the last line is the todo(...) call
+        comments[int(found.group(3))] = "\n".join(line.strip().lstrip("#").strip() for line in lines)
+    return comments
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9_]+", text.lower())
+
+
+def _shared_run(a: str, b: str, length: int) -> str | None:
+    """A run of `length` consecutive words of a that stands in b, else None."""
+    b_words = _words(b)
+    b_runs = {tuple(b_words[i:i + length]) for i in range(len(b_words) - length + 1)}
+    a_words = _words(a)
+    for i in range(len(a_words) - length + 1):
+        if tuple(a_words[i:i + length]) in b_runs:
+            return " ".join(a_words[i:i + length])
+    return None
+
+
+def _level_3_code_lines(track: str, step: int, k: int) -> list[str]:
+    """The level 3 lines a level 2 must not hold: non-comment lines, trailing comment cut, >= MIN_CODE_CHARS."""
+    lines = [re.sub(r"\s+#.*$", "", line).strip() for line in hint.reference_lines(track, step, k).splitlines()]
+    return [line for line in lines if len(line) >= MIN_CODE_CHARS and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("track,step", _design_pairs())
+def test_level_2_steps_up_from_the_skeleton_comment_and_stops_short_of_level_3(track, step):
+    comments = _todo_comments(track, step)
+    for todo in hint.read_todos(track, step):
+        level_2, level_3 = todo.levels[2], hint.reference_lines(track, step, todo.number)
+        name = f"{track} TODO {step}.{todo.number}"
+        assert " ".join(level_2.lower().split()) != " ".join(comments[todo.number].lower().split()), name
+        run = _shared_run(level_2, comments[todo.number], SHARED_WORDS)
+        assert run is None, f"{name}: level 2 repeats the skeleton comment: '{run}'"
+        squeezed = re.sub(r"\s+", "", level_2)
+        verbatim = [line for line in _level_3_code_lines(track, step, todo.number)
+                    if re.sub(r"\s+", "", line) in squeezed]
+        assert verbatim == [], f"{name}: level 2 holds level 3's lines"
+        assert " ".join(level_2.split()) != " ".join(level_3.split()), name
+
+
+def _traps(track: str, step: int) -> set[str]:
+    """The TODOs ("9.2") whose skeleton comment or hints name a trap."""
+    named = {f"{step}.{k}" for k, comment in _todo_comments(track, step).items() if "Trap:" in comment}
+    return named | {f"{step}.{t.number}" for t in hint.read_todos(track, step)
+                    if any("Trap:" in text for text in t.levels.values())}
+
+
+@pytest.mark.parametrize("track,step", _design_pairs())
+def test_every_trap_a_skeleton_or_hint_names_is_a_known_bad_variant(track, step):
+    marked = {v.todo for v in VARIANTS if v.track == track and v.step == step and v.trap}
+    named = _traps(track, step)
+    assert sorted(named - marked) == [], "a Trap: without a known-bad variant marked trap=True for its TODO"
+    assert sorted(marked - named) == [], "a variant marked trap=True for a TODO whose skeleton and hints name no trap"

@@ -184,7 +184,8 @@ def test_without_a_gpu_the_command_builds_and_says_what_it_would_record():
     ["--step", "8", "--tiles", "0"], ["--step", "8", "--impl", "mine"], ["--step", "8", "--bogus"], [],
 ])
 def test_bad_options_say_so_in_one_line(args):
-    done = subprocess.run([sys.executable, "-m", "grader.commands.timeline", *args], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "grader.commands.timeline", *args], cwd=REPO, capture_output=True,
+                          text=True)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("timeline: ")
 

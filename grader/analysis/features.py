@@ -196,10 +196,9 @@ def _two_consumer_warpgroups(art: Artifacts, _: Launch) -> bool:
 
 
 SETMAXREG = Check(
-    "setmaxnreg in effect (USETMAXREG)",
-    _sass(r"\bUSETMAXREG\b"),
-    "setmaxnreg.dec in the producer, .inc in the consumer(s), and T.attr({\"tirx.launch_bounds_min_blocks_per_sm\": 1}) "
-    "after T.device_entry(): without a register cap at entry ptxas drops setmaxnreg (warning C7508)",
+    "setmaxnreg: the producer gives registers to the consumer(s)",
+    lambda art, _: all(re.search(rf"setmaxnreg\.{form}\b", art.ptx) for form in ("dec", "inc")),
+    "setmaxnreg.dec (T.ptx.setmaxnreg.dec.sync.aligned.u32) in the producer, .inc in the consumer(s)",
 )
 PRODUCER_CONSUMER = Check(
     "TMA loads and wgmmas issued by different warpgroups",
@@ -273,20 +272,69 @@ STAGING_REUSE = _protocol(
     "store waits with T.ptx.cp.async_.bulk.wait_group.read(0), then a barrier (T.cuda.cta_sync(), or the "
     "epilogue's warpgroup barrier); the store was only committed and may still be reading Dsmem",
 )
+STORE_WAITED = _protocol(
+    "the last TMA store is waited for (bulk wait_group) before the CTA exits", lint.store_waited_before_exit,
+    "after the last TMA store's commit_group, the thread that committed it waits with "
+    "T.ptx.cp.async_.bulk.wait_group(0) before the kernel ends (wait_group waits for the calling thread's own "
+    "groups, so the committing warp waits): the store reads Dsmem until then, and an exiting CTA frees it",
+)
+TILE_STRIDE = _protocol(
+    "the tile loop starts at the CTA's own tile and steps by the number of CTAs", lint.tiles_strided_by_the_grid,
+    "tile_scheduler.init(bx) with this CTA's index, num_clusters = the CTAs of the grid (sm_count; the clusters, "
+    "with clusters) and tile_scheduler.next_tile() once per tile: another start or stride computes some tiles "
+    "twice and others never, and a loop that never steps never ends",
+)
+TILE_FOLLOWED = _protocol(
+    "the TMA loads and the TMA store address the tile loop's current tile", lint.tma_follows_the_tile,
+    "take the tile origin (m_st, n_st) from the scheduler (tile_scheduler.m_idx, n_idx), not from the CTA id, and "
+    "call tile_scheduler.next_tile() after the tile's store: the store writes the tile its K loop loaded",
+)
+SHARED_MEMORY_FITS = _protocol(
+    "shared memory fits one CTA (227 KiB)", lint.shared_memory_fits,
+    "PIPE_DEPTH stages of the A and B tiles (in bytes: 2 per fp16), the Dsmem staging tile(s) and the barriers below "
+    "the 1024-aligned tiles must fit in the 232448 bytes one CTA may use; a kernel that asks for more never launches",
+)
 PHASES_FLIP = _protocol(
     "every mbarrier wait in a loop waits on a flipping phase", lint.phases_flip,
     "flip the phase bit after each wait (phase = phase ^ 1, or advance the PipelineState): a wait on a fixed "
     "phase passes once and then hangs or stops waiting",
 )
 TMA_EVERY_OPERAND = _protocol(
-    "A and B both loaded by TMA, once per K tile each", lint.every_operand_by_tma,
+    "A and B both loaded by TMA", lint.every_operand_by_tma,
     'give every Tx.copy_async of A and B dispatch="tma_auto" and mbar=...: without dispatch= it silently '
     "becomes cp.async, which never arrives on the mbarrier (the wait hangs or reads a stale tile)",
+)
+EVERY_K_TILE_LOADED = _protocol(
+    "every K tile of A and B loaded, once per output tile", lint.every_k_tile_loaded,
+    "each output tile needs K // 64 K tiles of A and of B: with stages, the prologue loads the first K tile of "
+    "every stage (PRE_NUM of them) and the ring refills stage s with K tile k + PIPE_DEPTH while that K tile exists; "
+    "a K tile that is never loaded leaves its wait hanging",
 )
 CTA_WIDE_COPIES = _protocol(
     "each thread copies its share of a tile, not all of it", lint.cta_wide_copies,
     "copy a tile with Tx.cta.copy (the CTA's threads split it); a bare Tx.copy makes every thread copy the "
     "whole tile: right, but 128x the traffic",
+)
+SETMAXNREG_APPLIED = _protocol(
+    "setmaxnreg in effect (USETMAXREG): a register cap at kernel entry",
+    lambda art, _: "setmaxnreg" not in art.ptx or re.search(r"\bUSETMAXREG\b", art.sass) is not None,
+    "T.attr({\"tirx.launch_bounds_min_blocks_per_sm\": 1}) after T.device_entry() (launch bounds: one CTA per SM): "
+    "without a register cap at kernel entry ptxas drops every setmaxnreg (warning C7508)",
+)
+SETMAXNREG_BY_WARPGROUPS = _protocol(
+    "setmaxnreg run by whole warpgroups", lint.whole_warpgroups(lint.SETMAXNREG),
+    "setmaxnreg is .sync.aligned over a warpgroup: all 128 threads of the producer (and of each consumer) run it, "
+    "before any branch on the warp or elect_sync, or the warpgroup hangs or its cap is undefined",
+)
+REGISTERS_FIT = _protocol(
+    "the setmaxnreg caps fit the register file", lint.registers_fit_the_file,
+    "128 threads x (PRODUCER_REGS + CONSUMER_REGS for each consumer warpgroup) must be at most 65536 registers: "
+    "setmaxnreg.inc waits until its registers are free, so a split over the file hangs the consumer",
+)
+NO_SPILLS = _protocol(
+    "no register spills to local memory (LDL/STL)", lint.no_register_spills,
+    "CONSUMER_REGS must hold the consumer's accumulator (128 fp32 registers a thread) plus its addresses and "
+    "loop state: under a lower setmaxnreg cap ptxas spills to local memory, and every K tile pays for it",
 )
 WGMMA_BY_WARPGROUPS = _protocol(
     "wgmma issued by whole warpgroups", lint.whole_warpgroups(lint.WGMMA),
@@ -320,17 +368,21 @@ TWO_COMMITTERS_ELECTED = _protocol(
 
 def _protocol_checks(track: str, step: int) -> list[Check]:
     """The protocol checks a step's design must pass: the K loop from step 2, TMA from step 4."""
-    checks = [ACCUMULATE_FLAG, WGMMA_FENCES if track == "hopper" else TCGEN05_FENCES, CTA_WIDE_COPIES, PHASES_FLIP]
+    checks = [SHARED_MEMORY_FITS, ACCUMULATE_FLAG, WGMMA_FENCES if track == "hopper" else TCGEN05_FENCES,
+              CTA_WIDE_COPIES, PHASES_FLIP]
     if step >= 2:
         checks.append(K_LOOP)
     if step >= 4:
-        checks += [TMA_EVERY_OPERAND, STORE_FENCE, ONE_TMA_ISSUER, ONE_EXPECT_TX, ONE_TMA_STORER]
+        checks += [TMA_EVERY_OPERAND, EVERY_K_TILE_LOADED, STORE_FENCE, ONE_TMA_ISSUER, ONE_EXPECT_TX, ONE_TMA_STORER,
+                   STORE_WAITED]
     if step >= 6:
-        checks.append(STAGING_REUSE)
+        checks += [STAGING_REUSE, TILE_STRIDE, TILE_FOLLOWED]
     if track == "blackwell":
         checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step == 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
     else:
         checks.append(WGMMA_BY_WARPGROUPS)
+        if step >= 7:  # the producer / consumer register split
+            checks += [SETMAXNREG_APPLIED, SETMAXNREG_BY_WARPGROUPS, REGISTERS_FIT, NO_SPILLS]
     return checks
 
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.analysis import instrument as instrument_module
+from grader.core.build import DTYPE_BYTES, shared_buffers
 from grader.core.steps import Shape
 
 BOUND_S = 1.5  # how long one wait spins before it gives up
@@ -146,36 +147,10 @@ class Barrier:
         return f"{self.name}[{self.index}]"
 
 
-@dataclass(frozen=True)
-class SharedBuffer:
-    name: str
-    dtype: str
-    offset: int  # bytes from the start of dynamic shared memory
-    size: int  # bytes
-
-
-_DTYPE_BYTES = {"uint64": 8, "int64": 8, "float64": 8, "uint32": 4, "int32": 4, "float32": 4,
-                "float16": 2, "bfloat16": 2, "uint16": 2, "int16": 2, "uint8": 1, "int8": 1}
-_DECL = re.compile(
-    r'^\s*(\w+) = T\.decl_buffer\(\(([\d, ]*)\), "(\w+)", data=\w+\.data(?:, elem_offset=(\d+))?, scope="shared\.dyn"',
-    re.MULTILINE,
-)
 _BAR_REF = r"\(\(\(uint64_t\*\)pool_buf_ptr\)\[(\d+)\]\)"
 _CUDA_INIT = re.compile(r"mbarrier_init\w*\(tvm_builtin_cuda_cvta_generic_to_shared\(\(&" + _BAR_REF + r"\)\), \(uint\)(\d+)\)")
 _CUDA_WAIT = re.compile(r"\b(?:" + "|".join(WAIT_HELPERS) + r")\(\(&" + _BAR_REF)
 _TIR_INIT = re.compile(r'T\.address_of\((\w+)\[[^\]]*\]\)\), T\.uint32\((\d+)\), "init"')
-
-
-def shared_buffers(tir_script: str) -> list[SharedBuffer]:
-    """The buffers a kernel places in dynamic shared memory (its SMEMPool), from its TIR."""
-    buffers = []
-    for name, dims, dtype, elem_offset in _DECL.findall(tir_script):
-        itemsize = _DTYPE_BYTES.get(dtype, 1)
-        count = 1
-        for extent in dims.split(","):
-            count *= int(extent) if extent.strip() else 1
-        buffers.append(SharedBuffer(name, dtype, int(elem_offset or 0) * itemsize, count * itemsize))
-    return buffers
 
 
 _BARRIER_CLASSES = ("TMABar", "TCGen05Bar", "MBarrier")
@@ -226,7 +201,7 @@ def barrier_map(tir_script: str, cuda_source: str, labels: dict[str, str] | None
 
     barriers = []
     for buffer in shared_buffers(tir_script):
-        if _DTYPE_BYTES.get(buffer.dtype) != 8 or not re.search(rf"\b{buffer.name}\[", mbarrier_lines):
+        if DTYPE_BYTES.get(buffer.dtype) != 8 or not re.search(rf"\b{buffer.name}\[", mbarrier_lines):
             continue
         buffer_counts = init_by_buffer.get(buffer.name, set())
         for index in range(buffer.size // 8):

@@ -51,8 +51,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from grader.analysis.locator import _meaning, _ranges, _who, source_labels
 from grader.core import build
-from grader.analysis.locator import _meaning, _ranges, _who, shared_buffers, source_labels
+from grader.core.build import shared_buffers
 from grader.core.steps import Shape, format_shape
 
 MAX_OPS = 2_000_000  # barrier ops per schedule before the checker calls it a loop that does not end
@@ -77,6 +78,7 @@ class SharedBuffer:
     shape: tuple[int, ...]
     itemsize: int
     is_barrier: bool
+    swizzle: int = 0  # its layout's swizzle, in the wgmma descriptor's code: 0 none, 1 32B, 2 64B, 3 128B
 
     @property
     def stage_bytes(self) -> int:
@@ -242,6 +244,29 @@ class _Compiler:
             return f"('bar', {shared.name!r}, {index})", lane
         return f"({shared.offset} + ({index}) * {shared.itemsize})", lane
 
+    def global_box(self, args, depth: int) -> None:
+        """A TMA copy's box in global memory (the matrix it loads from or stores to), when its corner is
+        integer control state (the scheduler's tile, the K loop): rt.tma_box checks it lies in the matrix."""
+        store = self.scope_of(args[0]) == "global"
+        region = args[0] if store else args[1]
+        if self.scope_of(region) != "global":
+            return
+        buffer = region.source if not hasattr(region.source, "buffer") else region.source.buffer
+        try:
+            corner = [self.expr(r.min)[0] for r in region.region]
+            box = [self.expr(r.extent)[0] for r in region.region]
+            shape = [str(_int(x)) for x in buffer.shape]
+        except (_Data, TypeError, ValueError):
+            return
+        self.emit(depth, f"rt.tma_box(a, {buffer.name!r}, ({', '.join(corner)},), ({', '.join(box)},), "
+                         f"({', '.join(shape)},), {store})")
+
+    @staticmethod
+    def scope_of(region) -> str | None:
+        if type(region).__name__ != "TensorRegion":
+            return None
+        return (region.source if not hasattr(region.source, "buffer") else region.source.buffer).scope()
+
     def region(self, region) -> tuple[SharedBuffer | None, str, str]:
         """(shared buffer or None, stage expression, bytes expression) of a buffer region."""
         buffer = region.source if not hasattr(region.source, "buffer") else region.source.buffer
@@ -326,6 +351,10 @@ class _Compiler:
                 self.scope_vars[hash(var)] = f"CTA[{axis}]"
             elif role == "LANE":
                 self.scope_vars[hash(var)] = "_L"
+            elif role == "RANK" and axis > 0:
+                if extents and extents[axis] != 1:
+                    raise Unsupported(f"a cluster of {extents} CTAs (only clusters along x are simulated)")
+                self.scope_vars[hash(var)] = "0"  # the rank along y of a cluster that is one CTA high
             else:
                 self.scope_vars[hash(var)] = role
 
@@ -342,7 +371,10 @@ class _Compiler:
             is_barrier = str(buffer.dtype) == "uint64"
             name = self.printed_names.get(offset, buffer.name) if buffer.name in ("", "buffer") else buffer.name
             name = self.labels.get(name, name)
-            self.shared[hash(buffer)] = SharedBuffer(name, offset, shape, itemsize, is_barrier)
+            # a swizzled layout prints as T.ComposeLayout(3, <1 | 2 | 3 for 32B | 64B | 128B>, 3, ...)
+            swizzled = re.match(r"T\.ComposeLayout\(\d+, (\d+),", str(buffer.layout)) if buffer.layout else None
+            self.shared[hash(buffer)] = SharedBuffer(name, offset, shape, itemsize, is_barrier,
+                                                     int(swizzled.group(1)) if swizzled else 0)
         elif scope == "local":
             self.alloc(buffer, None)
 
@@ -457,6 +489,11 @@ class _Compiler:
             index, _ = self.flat_index(buffer, target.indices)
             address, _ = self.expr(call.args[1])
             self.emit(depth, f"{self.names[hash(buffer)]}[{index}] = ({address}) >> 4")
+            load, code = call.args[1].args[0], call.args[4]
+            operand = self.shared.get(hash(load.source if not hasattr(load.source, "buffer") else load.source.buffer))
+            if operand is not None and hasattr(code, "value") and int(code.value) != operand.swizzle:
+                self.emit(depth, f"rt.layout(a, {buffer.name!r}, {operand.name!r}, {operand.swizzle}, "
+                                 f"{int(code.value)})")
         elif name.startswith("ptx.tcgen05_commit"):
             mask = self.expr(numbers[0])[0] if numbers else "None"
             self.emit(depth, f"yield rt.mma_commit(a, {self.expr(args[0])[0]}, {self.lanes(call)}, {mask})")
@@ -470,6 +507,7 @@ class _Compiler:
         config = dict(s.config)
         args = list(s.args)
         if name.endswith("copy_async") and str(s.dispatch).startswith("tma"):
+            self.global_box(args, depth)
             destination, stage, nbytes = self.region(args[0])
             if destination is None:
                 return  # a TMA store to global memory: no barrier
@@ -480,6 +518,8 @@ class _Compiler:
             mask = str(mask) if isinstance(mask, int) else self.expr(mask)[0] if mask is not None else "None"
             self.emit(depth, f"yield rt.tma_load(a, {bar}, ({destination.name!r}, {stage}), {nbytes}, "
                              f"{mask}, len(mask))")
+        elif name.endswith("copy_async") and any(self.scope_of(region) == "tmem" for region in args[1:2]):
+            self.emit(depth, "rt.tmem_read(a)")  # tcgen05.ld of the accumulator
         elif name.endswith("gemm_async") and str(s.dispatch).startswith("tcgen05"):
             reads = []
             for region in args[1:3]:
@@ -518,6 +558,8 @@ def compile_kernel(prim_func, labels: dict[str, str] | None = None) -> Kernel:
 @dataclass(frozen=True)
 class Finding:
     kind: str  # deadlock | overrun | count | lapping | race | tx_bytes | init | pending_at_exit | named_barrier | loop
+    # | exit | start | delivery | release | tile | unwaited | wrong_stage | early_refill | layout (the causes, found
+    # where they are visible; see _ORDER)
     key: tuple
     lines: tuple[str, ...]
 
@@ -533,6 +575,14 @@ class MBarrier:
     delivered_bytes: int = 0
     in_flight: int = 0  # copies issued towards it and not yet delivered
     arrived: set = field(default_factory=set)  # (cta, warp) of the warps that arrived in this phase
+    arrivals: dict = field(default_factory=dict)  # (cta, warp) -> arrivals it made in this phase (any kind)
+    phases: list = field(default_factory=list)  # the `arrivals` of each completed phase
+    sources: dict = field(default_factory=dict)  # what reached it: "tcgen05.commit" | ... -> {(cta, warp)}
+    filled: set = field(default_factory=set)  # (buffer, stage) of the copies issued towards it in this phase
+    # stage -> the arriver, for each stage that a wgmma group of an arriving warp still read when it arrived
+    # (this phase, and the phase completed last): a release that came before its group was retired
+    released_in_use: dict = field(default_factory=dict)
+    last_released_in_use: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -551,6 +601,7 @@ class Agent:
     wgmma_commits: int = 0
     open_reads: list = field(default_factory=list)  # wgmma reads not yet committed into a group
     mma_reads: list = field(default_factory=list)  # tcgen05 reads not yet committed
+    last_wait: tuple | None = None  # the barrier key of the last wait this warp passed
 
 
 class _Blocked:
@@ -563,11 +614,14 @@ class _Blocked:
 class Machine:
     """One schedule's state: the CTAs of one cluster, their barriers and the async engines."""
 
-    def __init__(self, kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None, lazy: bool):
+    def __init__(self, kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None, lazy: bool,
+                 flipped: frozenset = frozenset()):
         self.kernel = kernel
         self.first_cta = first_cta
         self.lazy = lazy
         self.delayed = delayed
+        self.flipped = flipped  # barrier names whose waits wait for the other parity (_starting_phase)
+        self.waited: set[tuple] = set()  # (cta, barrier name) of every barrier some warp waited on
         self.findings: dict[tuple, Finding] = {}
         self.ops = 0
         self.barriers: dict[tuple, MBarrier] = {}
@@ -577,6 +631,9 @@ class Machine:
         self.events: list = []
         self.wgmma_groups: dict[tuple, dict[int, list]] = {}  # (cta, warpgroup) -> group -> reads
         self.pending_writes: dict[tuple, int] = {}  # (cta, buffer, stage) -> copies in flight
+        self.mma_landed: set[int] = set()  # CTAs on which a tcgen05.commit has landed (an MMA result exists)
+        self.stored: dict[tuple, tuple] = {}  # (matrix, corner, box) of each TMA store -> (its warp, who)
+        self.landing: dict[tuple, tuple] = {}  # (cta, buffer, stage) -> (barrier key, phase) of its last copy
         self.agents: list[Agent] = []
         for cta in range(kernel.cluster_size):
             coordinates = list(first_cta)
@@ -617,8 +674,13 @@ class Machine:
             self.barriers[key] = MBarrier(f"{ref[1]}[{ref[2]}]")
         bar = self.barriers[key]
         if bar.init_count is None:
+            declared = self.kernel.shared.get(ref[1])
+            slots = declared.shape[0] if declared is not None and declared.is_barrier else None
+            past_end = (f": slot {ref[2]} is past the end of {ref[1]}, which has {slots} slot{'s' * (slots != 1)} "
+                        "(its depth)") if slots is not None and ref[2] >= slots else ""
             self.found("init", (key, "never"), f"{self.who([agent])}: {purpose} on {bar.label} "
-                       f"(CTA {self.cta_number(cta)}), which no thread has initialised (mbarrier.init) before")
+                       f"(CTA {self.cta_number(cta)}), which no thread has initialised (mbarrier.init) before"
+                       + past_end)
             bar.init_count = 1
             bar.pending = 1
         elif key not in agent.known:
@@ -626,6 +688,12 @@ class Machine:
             self.found("init", (key[1], purpose), f"{self.who([agent])}: {purpose} on {bar.label} of {where} before "
                        "its init was made visible to it: mbarrier.init must be followed by fence.mbarrier_init "
                        "and a cta_sync (cluster_sync for another CTA) that this warp has passed")
+        if cta != agent.cta and all(a.done for a in self.agents if a.cta == cta):
+            peer = self.cta_number(cta)
+            self.found("exit", (key[1],), f"{self.who([agent])}: {purpose} on {bar.label} of CTA {peer} after every "
+                       f"warp of CTA {peer} has ended: a CTA must not exit (nor free its TMEM) while its peer can "
+                       "still arrive on its barriers or write its memory; both CTAs pass a cluster-wide sync "
+                       "(T.cuda.cluster_sync) before either one frees TMEM and exits")
         return key, bar
 
     def step(self, agent: Agent):
@@ -639,10 +707,24 @@ class Machine:
         cta = agent.cta if len(ref) == 3 else ref[3]
         key = (cta, ref[1], ref[2])
         bar = self.barriers.setdefault(key, MBarrier(f"{ref[1]}[{ref[2]}]"))
+        declared = self.kernel.shared.get(ref[1])
+        if declared is not None and declared.is_barrier and not 0 <= ref[2] < declared.shape[0]:
+            self.found("init", (ref[1], "bounds"), f"{self.who([agent])}: mbarrier.init of {bar.label}, but {ref[1]} "
+                       f"has {declared.shape[0]} slot{'s' * (declared.shape[0] != 1)} (its allocation): the init "
+                       f"writes past the end of {ref[1]}, into whatever shared memory follows it; allocate one "
+                       "barrier per slot the kernel uses (per stage)")
         bar.init_count = bar.pending = int(count)
         bar.tx = bar.completed = 0
         agent.known.add(key)
         return None
+
+    def layout(self, agent: Agent, descriptor: str, operand: str, laid_out: int, described: int) -> None:
+        swizzles = {0: "not swizzled", 1: "32B-swizzled", 2: "64B-swizzled", 3: "128B-swizzled"}
+        self.found("layout", (descriptor, operand), f"{self.who([agent])}: {descriptor} describes {operand} as "
+                   f"{swizzles.get(described, described)} for the wgmma, but {operand}'s shared-memory layout is "
+                   f"{swizzles.get(laid_out, laid_out)}: the TMA writes {operand} in its layout and the wgmma reads "
+                   "it the descriptor's way, so the two must agree (the 128B-swizzled MMA layout, "
+                   "SwizzleMode.SWIZZLE_128B_ATOM, given to the buffer's pool.alloc)")
 
     def fence_init(self, agent: Agent) -> None:
         agent.fenced |= {key for key in agent.known if key[0] == agent.cta}
@@ -658,19 +740,30 @@ class Machine:
                            "run once per phase (e.g. only in the loop's last iteration), and the init count is the "
                            "number of threads that arrive")
             bar.arrived.add((agent.cta, agent.warp))
+            if agent.mma_reads or any(e[0] == "commit" and e[1] is agent for e in self.events):
+                self.found("release", (key[1],), f"{self.who([agent])}: arrives on {bar.label} with a plain "
+                           "mbarrier.arrive while the tcgen05 MMAs it issued are still running (not committed, or "
+                           f"their commit has not landed): an arrive does not wait for the MMAs, so {bar.label}'s "
+                           "waiters go on before the MMAs have finished reading shared memory and writing TMEM. The "
+                           "MMA issuer signals completion with tcgen05.commit (the arrive of a TCGen05Bar)")
+            for stage in self._wgmma_reads_in_flight(agent):
+                bar.released_in_use.setdefault(stage, agent)
+        bar.sources.setdefault("mbarrier.arrive", set()).add((agent.cta, agent.warp))
         bar.expected_bytes += tx * max(count, 1)
         bar.tx += tx * max(count, 1)
-        self._arrivals(key, bar, count, f"{self.who([agent])}")
+        self._arrivals(key, bar, count, f"{self.who([agent])}", (agent.cta, agent.warp))
         return None
 
-    def _arrivals(self, key, bar: MBarrier, count: int, by: str) -> None:
+    def _arrivals(self, key, bar: MBarrier, count: int, by: str, arriver: tuple) -> None:
+        if count:
+            bar.arrivals[arriver] = bar.arrivals.get(arriver, 0) + count
         if count > bar.pending:
             if bar.pending == 0:
                 self.found("overrun", (key[1], "early"), f"{by}: arrives on {bar.label} while its phase "
                            f"{bar.completed % 2} still waits for transaction bytes: an arrival for the next phase "
                            "before this one completed (a stage refilled before it was consumed)")
             else:
-                self.found("overrun", (key[1], "count"), f"{by}: {count} arrivals on {bar.label} when its phase "
+                self.found("count", (key[1], "count"), f"{by}: {count} arrivals on {bar.label} when its phase "
                            f"{bar.completed % 2} needed only {bar.pending}: more arrivals per phase than its init "
                            f"count ({bar.init_count}) allows")
             count = bar.pending
@@ -683,17 +776,26 @@ class Machine:
         if bar.in_flight:
             self.found("tx_bytes", (key[1], "early"), f"{bar.label} (CTA {self.cta_number(key[0])}) completed its phase "
                        f"{bar.completed % 2} with {bar.in_flight} TMA cop{'y' if bar.in_flight == 1 else 'ies'} "
-                       f"towards it still in flight: expect_tx announced {bar.expected_bytes} bytes, fewer than the "
-                       "copies deliver, so its waiters may read a stage before it has landed")
+                       f"towards it still in flight: " + (
+                           f"its copies of this phase fill {', '.join(f'{b}[{st}]' for b, st in sorted(bar.filled))}, "
+                           "more than one stage: a copy's mbar names another stage's barrier (each stage's copies "
+                           "complete on the barrier its expect_tx armed)" if len({st for _, st in bar.filled}) > 1 else
+                           f"expect_tx announced {bar.expected_bytes} bytes, fewer than the copies deliver, so its "
+                           "waiters may read a stage before it has landed"))
         bar.completed += 1
         bar.pending = bar.init_count
         bar.expected_bytes = bar.delivered_bytes = 0
         bar.arrived = set()
+        bar.filled = set()
+        bar.last_released_in_use, bar.released_in_use = bar.released_in_use, {}
+        bar.phases.append(bar.arrivals)
+        bar.arrivals = {}
 
     def wait(self, agent: Agent, ref, parity: int):
         self.step(agent)
         key, bar = self.barrier(agent, ref, "wait")
-        parity = int(parity) & 1
+        parity = (int(parity) ^ (key[1] in self.flipped)) & 1
+        self.waited.add(key[:2])
         last = agent.seen.get(key, -2)
         meant = last + 1 if (last + 1) % 2 == parity else last + 2
         array = (key[0], key[1])
@@ -703,6 +805,7 @@ class Machine:
 
         def passed():
             agent.seen[key] = bar.completed - 1
+            agent.last_wait = key
 
         return _Blocked(lambda: bar.completed % 2 != parity, ("mbarrier", key, parity), key, passed)
 
@@ -741,8 +844,18 @@ class Machine:
     def _stage_key(self, cta: int, footprint) -> tuple:
         return (cta,) + tuple(footprint)
 
+    def _slot_exists(self, agent: Agent, footprint, what: str) -> None:
+        """A stage index past the buffer's first dimension lands in whatever shared memory follows it."""
+        buffer = self.kernel.shared.get(footprint[0])
+        if buffer is not None and len(buffer.shape) >= 3 and not 0 <= footprint[1] < buffer.shape[0]:
+            self.found("tile", (footprint[0], "slot"), f"{self.who([agent])}: {what} {footprint[0]}[{footprint[1]}], "
+                       f"but {footprint[0]} has {buffer.shape[0]} slots along its first dimension (shape "
+                       f"{' x '.join(map(str, buffer.shape))}): the stage index runs past the end of the buffer, into "
+                       "the shared memory after it; a staged buffer's first dimension is its stages (PIPE_DEPTH)")
+
     def tma_load(self, agent: Agent, ref, footprint, nbytes: int, cta_mask, lanes: int):
         self.step(agent)
+        self._slot_exists(agent, footprint, "TMA into")
         targets = [agent.cta] if cta_mask is None else [r for r in range(self.kernel.cluster_size) if cta_mask >> r & 1]
         if cta_mask is not None and not targets:
             raise Unsupported(f"a multicast TMA with an empty CTA mask {cta_mask}")
@@ -752,15 +865,36 @@ class Machine:
                 key, bar = self.barrier(agent, remote, "TMA copy signalling")
                 stage = self._stage_key(cta, footprint)
                 readers = self._readers(stage)
+                released = self.barriers[agent.last_wait].last_released_in_use if agent.last_wait else {}
+                if readers and stage in released:
+                    self.found("release", (agent.last_wait[1], "wgmma"), f"{self.who([released[stage]])}: "
+                               f"arrives on {self.barriers[agent.last_wait].label} while the wgmma group of its "
+                               f"warpgroup that reads {footprint[0]}[{footprint[1]}] is still in flight (committed, "
+                               f"not yet retired by wgmma.wait_group), so {self.who([agent])} waits on it and "
+                               f"refills {footprint[0]}[{footprint[1]}] (CTA {self.cta_number(cta)}) under that "
+                               "group: release a stage only after the wait_group that retires the group reading it "
+                               "(wait_group(n) retires every group but the last n committed)")
                 if readers:
+                    committed = self._commit_barriers(stage)
                     self.found("overrun", (footprint[0], "reuse"), f"{self.who([agent])}: TMA into "
                                f"{footprint[0]}[{footprint[1]}] (CTA {self.cta_number(cta)}) while {readers} that "
-                               "reads it has not completed: a stage reused before it was released (the release "
-                               "arrives before the MMA group that reads the stage is known to be complete)")
+                               "reads it has not completed: a stage reused before it was released (" + (
+                                   f"its commit onto {committed} has not landed: refill the stage only after a "
+                                   f"wait on {committed} has seen that commit)" if committed else
+                                   "the release arrives before the MMA group that reads the stage is known to be "
+                                   "complete)"))
                 bar.in_flight += 1
+                bar.sources.setdefault("TMA copy", set()).add((agent.cta, agent.warp))
                 self.pending_writes[stage] = self.pending_writes.get(stage, 0) + 1
                 self.events.append(("tma", key, stage, int(nbytes)))
+                self.landing[stage] = (key, bar.completed)
+                bar.filled.add(tuple(footprint))
         return None
+
+    def _wgmma_reads_in_flight(self, agent: Agent) -> set:
+        """The stages that the wgmma groups of the agent's warpgroup read and no wait_group has retired yet."""
+        groups = self.wgmma_groups.get((agent.cta, agent.warpgroup), {})
+        return set(agent.open_reads).union(*groups.values())
 
     def _readers(self, stage) -> str:
         for (cta, warpgroup), groups in self.wgmma_groups.items():
@@ -771,13 +905,41 @@ class Machine:
                 return f"the tcgen05 MMA of {self.who([agent])}"
         return ""
 
+    def _commit_barriers(self, stage) -> str:
+        """The barriers that the in-flight tcgen05.commit of an MMA reading `stage` arrives on ('' if none)."""
+        for event in self.events:
+            if event[0] == "commit" and stage in event[3]:
+                return ", ".join(self.barriers[key].label for key in event[2])
+        return ""
+
     def _check_landed(self, agent: Agent, footprints, what: str) -> None:
         for footprint in footprints:
             stage = self._stage_key(agent.cta, footprint)
-            if self.pending_writes.get(stage):
-                self.found("race", (footprint[0], what), f"{self.who([agent])}: {what} reads {footprint[0]}"
-                           f"[{footprint[1]}] while a TMA into it is still in flight: the wait before it passed on "
-                           "a phase whose copies had not landed (a wait one phase ahead, or expect_tx too small)")
+            if not self.pending_writes.get(stage):
+                continue
+            key, phase = self.landing[stage]
+            label, read = self.barriers[key].label, f"{self.who([agent])}: {what} reads {footprint[0]}[{footprint[1]}]"
+            if key not in agent.seen:
+                self.found("unwaited", (footprint[0], what), f"{read} while a TMA into it is in flight, and this warp "
+                           f"has not waited on {label}, the barrier that copy completes on: every warp that reads a "
+                           "stage waits on the stage's barrier first (the table's 'who waits')")
+            elif agent.seen[key] < phase and agent.last_wait not in (None, key):
+                self.found("wrong_stage", (footprint[0], what), f"{read} right after waiting on "
+                           f"{self.barriers[agent.last_wait].label}, while the TMA into {footprint[0]}[{footprint[1]}] "
+                           f"in flight completes on {label}: the stage it reads (its descriptor or stage index) is "
+                           "not the stage it waited for")
+            elif agent.seen[key] == -1:
+                self.found("race", (footprint[0], what), f"{read} while the TMA into it is in flight: this warp's "
+                           f"wait on {label} passed at once on a fresh barrier (it waited for parity 1): its starting "
+                           "phase")
+            elif agent.seen[key] < phase:
+                self.found("early_refill", (footprint[0], what), f"{read} while a TMA into it for {label}'s next "
+                           "phase is in flight: the stage was refilled before this read; refill a stage only after "
+                           "the MMA that reads it has completed")
+            else:
+                self.found("race", (footprint[0], what), f"{read} while a TMA into it is still in flight: the wait "
+                           "before it passed on a phase whose copies had not landed (a wait one phase ahead, or "
+                           "expect_tx too small)")
 
     def _footprint(self, address: int):
         for buffer in self.kernel.shared.values():
@@ -817,9 +979,43 @@ class Machine:
         return _Blocked(ready, ("wgmma", agent.warpgroup, needed), None, retire)
 
     def mma_read(self, agent: Agent, footprints, lanes: int) -> None:
+        for footprint in footprints:
+            self._slot_exists(agent, footprint, "a tcgen05 MMA reads")
         self._check_landed(agent, footprints, "a tcgen05 MMA")
         if lanes:
             agent.mma_reads.extend(self._stage_key(agent.cta, f) for f in footprints)
+
+    def tma_box(self, agent: Agent, name: str, corner, box, shape, store: bool) -> None:
+        """Every TMA box lies in its matrix, and no tile of the output is stored twice."""
+        spans = ", ".join(f"{c}:{c + b}" for c, b in zip(corner, box))
+        what = f"TMA {'store to' if store else 'load from'} {name}[{spans}]"
+        outside = [d for d, (c, b, extent) in enumerate(zip(corner, box, shape)) if c < 0 or c + b > extent]
+        if outside and not store and outside == [len(shape) - 1]:  # the K dimension of an operand
+            self.found("tile", (name, "k"), f"{self.who([agent])}: {what} reaches past the {shape[-1]} columns of "
+                       f"{name} (its K): the loop that loads K tiles runs more trips than K // BLK_K (a load ahead "
+                       "of the MMA, or a bound one trip long)")
+        elif outside:
+            self.found("tile", (name, "bounds"), f"{self.who([agent])}: {what} reaches outside {name} "
+                       f"({' x '.join(map(str, shape))}): the tile loop walks tiles that are not in the matrix, or "
+                       "this CTA's row or column origin is off; the scheduler's tile counts are the matrix's extents "
+                       "over the tile that one CTA (one cluster) computes, and each CTA's origin is its share of that "
+                       "tile")
+        if not store:
+            return
+        region = (name, tuple(corner), tuple(box))
+        first, first_who = self.stored.setdefault(region, (agent, self.who([agent])))
+        if first is not agent:
+            self.found("tile", (name, "twice"), f"{self.who([agent])}: {what}, a tile that {first_who} "
+                       "stores too: two CTAs (or two tiles) write the same part of the output and some other part is "
+                       "never written; each CTA's rows and columns of the output (its origin from the scheduler's "
+                       "tile and its rank in the cluster) are its own")
+
+    def tmem_read(self, agent: Agent) -> None:
+        if agent.cta not in self.mma_landed:
+            self.found("race", ("tmem",), f"{self.who([agent])}: reads the accumulator from TMEM (tcgen05.ld) "
+                       "before any tcgen05.commit of an MMA has landed on this CTA: the wait before the read passed "
+                       "without the MMA issuer's commit (a wait one phase ahead: its starting phase, or the wrong "
+                       "barrier)")
 
     def mma_commit(self, agent: Agent, ref, lanes: int, cta_mask):
         self.step(agent)
@@ -828,7 +1024,8 @@ class Machine:
         targets = [None] if cta_mask is None else [r for r in range(self.kernel.cluster_size) if int(cta_mask) >> r & 1]
         keys = []
         for cta in targets:
-            key, _ = self.barrier(agent, ref if cta is None else ("bar", ref[1], ref[2], cta), "tcgen05.commit")
+            key, bar = self.barrier(agent, ref if cta is None else ("bar", ref[1], ref[2], cta), "tcgen05.commit")
+            bar.sources.setdefault("tcgen05.commit", set()).add((agent.cta, agent.warp))
             keys.append(key)
         self.events.append(("commit", agent, keys, list(agent.mma_reads)))
         agent.mma_reads = []
@@ -845,8 +1042,10 @@ class Machine:
             self._maybe_complete(key, bar)
         else:
             _, agent, keys, _ = event
+            self.mma_landed.update(key[0] for key in keys)
             for key in keys:
-                self._arrivals(key, self.barriers[key], 1, f"the tcgen05.commit of {self.who([agent])}")
+                self._arrivals(key, self.barriers[key], 1, f"the tcgen05.commit of {self.who([agent])}",
+                               (agent.cta, agent.warp))
 
     # -- named and cluster barriers --
 
@@ -931,10 +1130,12 @@ class ScheduleResult:
     name: str
     findings: list[Finding]
     ops: int
+    stuck_on: tuple[tuple[str, str, int], ...] = ()  # a deadlock's waits: (barrier name, who, parity)
 
 
-def run_schedule(kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None, lazy: bool) -> ScheduleResult:
-    machine = Machine(kernel, first_cta, delayed, lazy)
+def run_schedule(kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None, lazy: bool,
+                 flipped: frozenset = frozenset()) -> ScheduleResult:
+    machine = Machine(kernel, first_cta, delayed, lazy, flipped)
     agents = machine.agents
     name = _schedule_name(machine, delayed, lazy)
     current = 0
@@ -956,9 +1157,41 @@ def run_schedule(kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None
     except _Runaway:
         machine.found("loop", (), f"the simulation did not end after {MAX_OPS} barrier operations: a loop whose "
                       "trip count never reaches its bound (a tile or K loop with a wrong stride or condition)")
+        _phase_arrivers(machine)
         return ScheduleResult(name, list(machine.findings.values()), machine.ops)
+    _phase_arrivers(machine)
     _finish(machine)
-    return ScheduleResult(name, list(machine.findings.values()), machine.ops)
+    stuck_on = tuple((a.block.what[1][1], machine.who([a]), a.block.what[2]) for a in agents
+                     if not a.done and a.block is not None and a.block.what[0] == "mbarrier")
+    return ScheduleResult(name, list(machine.findings.values()), machine.ops, stuck_on)
+
+
+def _warps(machine: Machine, pairs) -> str:
+    """'CTA 0, warps 0-3; CTA 1, warp 4' for (cta, warp) pairs of the simulated cluster."""
+    by_cta: dict[int, set] = {}
+    for cta, warp in pairs:
+        by_cta.setdefault(machine.cta_number(cta), set()).add(warp)
+    return "; ".join(f"CTA {cta}, warp{'s' * (len(ws) > 1)} {_ranges(ws)}" for cta, ws in sorted(by_cta.items()))
+
+
+def _phase_arrivers(machine: Machine) -> None:
+    """Each phase of a barrier takes one arrival from every thread that arrives on it: a phase completed by
+    some of its arriving warps alone means an init count below the arrivals of a round (or threads that
+    arrive on a slot that is not theirs). Seen where it happens, before its consequences (a lapped waiter)."""
+    for key, bar in sorted(machine.barriers.items()):
+        everyone = set().union(*bar.phases) if bar.phases else set()
+        for phase, arrivals in enumerate(bar.phases):
+            missing = everyone - set(arrivals)
+            if not missing:
+                continue
+            per_round = sum(max(p.get(w, 0) for p in bar.phases) for w in everyone)
+            machine.found("count", (key[1], "subset"), f"{bar.label} (CTA {machine.cta_number(key[0])}) completed "
+                          f"its phase {phase % 2} with the arrivals of {_warps(machine, arrivals)} alone, while the "
+                          f"arrivals of {_warps(machine, missing)} came in other phases: a phase takes one arrival "
+                          f"from every thread that arrives on the barrier, so its init count ({bar.init_count}) must "
+                          f"be the arrivals of all of them ({per_round} here), and a thread arrives only on the slot "
+                          "it owns")
+            break
 
 
 def _schedule_name(machine: Machine, delayed: int | None, lazy: bool) -> str:
@@ -1026,6 +1259,9 @@ def _in_flight_at_exit(machine: Machine) -> None:
 def _finish(machine: Machine) -> None:
     stuck = [a for a in machine.agents if not a.done]
     if stuck:
+        _misdirected(machine, stuck)
+        _short_of_arrivals(machine, stuck)
+        _cta_sync_in_a_role(machine, stuck)
         machine.found("deadlock", (), *_deadlock_lines(machine, stuck))
         return
     for key, bar in sorted(machine.barriers.items()):
@@ -1041,12 +1277,84 @@ def _finish(machine: Machine) -> None:
                           "a phase that nobody completes (more arrivals or bytes than waits)")
 
 
+_REACHES = {
+    "tcgen05.commit": "a tcgen05.commit arrives on the CTAs of its cta_mask only (multicast, with its cta_group)",
+    "mbarrier.arrive": "a plain arrive reaches another CTA's barrier only through remote= (mapa)",
+    "TMA copy": "a TMA load completes on the barrier its mbar points at: the copy in the CTA whose thread waits "
+                "(MBarrier.remote_view(rank) for a peer's)",
+}
+
+
+def _misdirected(machine: Machine, stuck: list[Agent]) -> None:
+    """A deadlock whose waiter waits on one CTA's copy of a barrier while the arrivals meant for it reach the
+    other CTA's copy: the cause is where the arrivals go (a commit's mask, an arrive's or a load's target)."""
+    for agent in stuck:
+        if agent.block is None or agent.block.what[0] != "mbarrier":
+            continue
+        key = agent.block.what[1]
+        for other in range(machine.kernel.cluster_size):
+            if other == key[0]:
+                continue
+            peer_copies = [b for k, b in machine.barriers.items() if k[:2] == (other, key[1]) and b.sources]
+            mine = [b for k, b in machine.barriers.items() if k[:2] == key[:2] and b.sources]
+            unwaited = (other, key[1]) not in machine.waited
+            if not peer_copies or (mine and not unwaited):
+                continue
+            kinds = {kind: pairs for b in peer_copies for kind, pairs in b.sources.items()}
+            got = "; ".join(f"{kind} {'bytes' if kind == 'TMA copy' else 'arrivals'} from {_warps(machine, pairs)}"
+                            for kind, pairs in sorted(kinds.items()))
+            where = f"{key[1]} of CTA {machine.cta_number(other)}"
+            state = "no arrival ever reaches it" if not mine else "it misses arrivals or bytes"
+            tail = " (which no warp waits on)" if unwaited else ""
+            machine.found("delivery", (key[1],), f"{machine.who([agent])}: waits on {key[1]} of CTA "
+                          f"{machine.cta_number(key[0])} and {state}, while {where}{tail} gets {got}: "
+                          + "; ".join(_REACHES[kind] for kind in sorted(kinds)))
+            return
+
+
+def _cta_sync_in_a_role(machine: Machine, stuck: list[Agent]) -> None:
+    """A deadlock in which the warps of one warpgroup wait at cta_sync (bar.sync 0: every thread of the CTA)
+    while warps of another warpgroup are blocked elsewhere: a CTA-wide barrier inside one role's code."""
+    for cta in range(machine.kernel.cluster_size):
+        mine = [a for a in stuck if a.cta == cta and a.block is not None]
+        at_sync = [a for a in mine if a.block.what[0] == "named" and a.block.what[1] == 0 and a.block.what[2] is None]
+        elsewhere = [a for a in mine if a not in at_sync]
+        if not at_sync or not elsewhere or {a.warpgroup for a in at_sync} & {a.warpgroup for a in elsewhere}:
+            continue
+        what = elsewhere[0].block.what
+        where = f"blocked on {machine.barriers[what[1]].label}" if what[0] == "mbarrier" else "blocked elsewhere"
+        machine.found("role_sync", (cta,), f"{machine.who(at_sync)}: wait at cta_sync (bar.sync 0), which completes "
+                      f"only when every thread of the CTA arrives, while {machine.who(elsewhere)}, of another "
+                      f"warpgroup, {'is' if len(elsewhere) == 1 else 'are'} {where} and never reach it: a barrier in "
+                      "one role's code counts only that role's threads: a named barrier of its own "
+                      "(T.cuda.warpgroup_sync(id) for one warpgroup, id 1 or more; id 0 is the CTA-wide barrier)")
+        return
+
+
+def _short_of_arrivals(machine: Machine, stuck: list[Agent]) -> None:
+    """A deadlock on a phase that some of its arrivals reached, but fewer than the barrier's init count: the
+    count is larger than the arrivals a phase gets (or a thread that should arrive skipped the phase)."""
+    for agent in stuck:
+        if agent.block is None or agent.block.what[0] != "mbarrier":
+            continue
+        key = agent.block.what[1]
+        bar = machine.barriers[key]
+        if bar.init_count and 0 < bar.pending < bar.init_count:
+            machine.found("count", (key[1], "short"), f"{bar.label} (CTA {machine.cta_number(key[0])}) needs "
+                          f"{bar.init_count} arrivals per phase (its init count), but {bar.init_count - bar.pending} "
+                          f"came in its phase {bar.completed % 2}, from {_warps(machine, bar.arrivals)}, and then "
+                          "every warp was blocked: the init count is the number of arrivals one phase gets (every "
+                          "thread that arrives, in every CTA that arrives on it), unless one that should arrive "
+                          "skipped this phase")
+            return
+
+
 def _deadlock_lines(machine: Machine, stuck: list[Agent]) -> list[str]:
     groups: dict[tuple, list[Agent]] = {}
     for agent in stuck:
         groups.setdefault(agent.block.what, []).append(agent)
-    lines = ["every live warp is blocked"]
     ordered = sorted(groups.items(), key=lambda item: item[0][0] != "mbarrier")
+    lines = ["every live warp is blocked" + _first_stuck_barrier(machine, ordered[0][0])]
     for what, agents in ordered:
         where = machine.who(agents)
         if what[0] == "mbarrier":
@@ -1068,6 +1376,15 @@ def _deadlock_lines(machine: Machine, stuck: list[Agent]) -> list[str]:
         else:
             lines.append(f"{where}: waiting at the cluster barrier")
     return lines
+
+
+def _first_stuck_barrier(machine: Machine, what: tuple) -> str:
+    """', first on tma_bar[1] (phase 0), which nothing has ever arrived on' for the deadlock's first line."""
+    if what[0] != "mbarrier":
+        return ""
+    bar = machine.barriers[what[1]]
+    never = bar.completed == 0 and bar.pending == bar.init_count and not bar.expected_bytes and not bar.sources
+    return f", first on {bar.label} (phase {what[2]})" + (", which nothing has ever arrived on" if never else "")
 
 
 def _why(machine: Machine, key, bar: MBarrier, waiter: Agent) -> str:
@@ -1117,7 +1434,9 @@ class Verdict:
         return out
 
 
-_ORDER = ("init", "named_barrier", "tx_bytes", "count", "lapping", "overrun", "race", "deadlock", "pending_at_exit", "loop")
+# causes first (where the mistake is visible), then what they lead to
+_ORDER = ("init", "layout", "exit", "named_barrier", "tx_bytes", "delivery", "count", "release", "start", "tile", "unwaited",
+          "wrong_stage", "early_refill", "lapping", "overrun", "race", "role_sync", "deadlock", "pending_at_exit", "loop")
 
 
 def check_kernel(kernel: Kernel, shape: Shape) -> Verdict:
@@ -1128,18 +1447,42 @@ def check_kernel(kernel: Kernel, shape: Shape) -> Verdict:
     found: dict[tuple, tuple[Finding, str]] = {}
     ops = 0
     agents = kernel.cluster_size * kernel.warps_per_cta
+    schedules = [(None, False), (None, True)] + [(w, False) for w in range(agents)]
+    deadlock = None  # (cta, the waits) of the first schedule that deadlocked
     for cta in dict.fromkeys([first, last]):
-        schedules = [(None, False), (None, True)] + [(w, False) for w in range(agents)]
         for delayed, lazy in schedules:
             result = run_schedule(kernel, cta, delayed, lazy)
             ops += result.ops
+            deadlock = deadlock or (result.stuck_on and (cta, result.stuck_on))
             for finding in result.findings:
                 found.setdefault((finding.kind,) + finding.key, (finding, result.name))
+    if deadlock:
+        phase_off = _starting_phase(kernel, schedules, *deadlock)
+        if phase_off is not None:
+            found[("start",) + phase_off.key] = (phase_off, "every schedule, run again with that barrier's phases "
+                                                            "flipped")
     lapped = {finding.key[0] for finding, _ in found.values() if finding.kind == "lapping"}
     found = {k: v for k, v in found.items() if not (v[0].kind == "overrun" and v[0].key == (k[1], "phase")
                                                     and k[1] in lapped)}  # the same event, seen from a lapped warp
     ordered = sorted(found.values(), key=lambda item: _ORDER.index(item[0].kind))
     return Verdict(shape, agents, ops, ordered, time.perf_counter() - start)
+
+
+def _starting_phase(kernel: Kernel, schedules, cta, waits) -> Finding | None:
+    """A deadlock whose waits are one phase off from the start: when every wait on one of the barriers it
+    is stuck on waits for the other parity and no schedule finds anything, that barrier's starting phase is
+    the cause (a producer that waits for a free slot at phase 0, or a consumer at phase 1)."""
+    for name in dict.fromkeys(name for name, _, _ in waits):
+        if any(run_schedule(kernel, cta, delayed, lazy, frozenset({name})).findings for delayed, lazy in schedules):
+            continue
+        who, parity = next((w, p) for n, w, p in waits if n == name)
+        return Finding("start", (name,), (
+            f"{who}: waits on {name} for phase {parity}, which does not come before this warp passes it: the "
+            f"waits on {name} start one phase off (with each of them waiting for the other parity, the protocol "
+            "runs through without a finding). Its starting phase: a warp that waits for a free slot (a stage, or "
+            "TMEM, that starts free) starts at phase 1, which a fresh barrier passes at once; a warp that waits "
+            "for data or a result starts at phase 0",))
+    return None
 
 
 def check_step(factory, spec, shape: Shape, sm_count: int) -> Verdict:

@@ -219,12 +219,19 @@ WGMMA_FENCE = re.compile(r"wgmma_fence")
 TCGEN05_AFTER_SYNC = re.compile(r"tcgen05_fence_fence__after_thread_sync")
 PROXY_FENCE = re.compile(r"fence_proxy_proxy_async")
 BULK_WAIT = re.compile(r"cp_async_bulk_wait_group")
+BULK_COMMIT = re.compile(r"cp_async_bulk_commit_group")
+# the exit test of a tile loop: `if (!((v < n))) { break; }`, v the scheduler's tile index
+TILE_LOOP_EXIT = re.compile(r"if \(!\(\((\S+) < \d+\)\)\) \{ break; \}")
 THREAD_SYNC = re.compile(r"cuda_(?:cta|warpgroup|cluster)_sync|mbarrier_wait|named_barrier|barrier_sync")
 BARRIER_WAIT = re.compile(r"mbarrier_wait\(")
 # a store into shared memory by the threads themselves (the generic proxy)
 SHARED_STORE = re.compile(r"st_vec_shared|st_shared|^\(\(\w+\*\)pool_buf_ptr\)\[.*\] = ")
 SLOW_LOAD = re.compile(r"cp_async_(?!bulk)|ld_vec_global")
 VECTOR_BYTES = re.compile(r"st_vec_shared_v(\d)_[a-z](\d+)")
+SETMAXNREG = re.compile(r"setmaxnreg_(?:dec|inc)_sync_aligned_u32_(\d+)")
+# a load or store of local memory in the SASS: what ptxas spills registers to
+SPILL = re.compile(r"\b(?:LDL|STL)(?:\.\w+)*\s")
+REGISTER_FILE = 65536  # 32-bit registers of one SM (sm_90, sm_100)
 
 
 def _calls(art: Artifacts, pattern: re.Pattern) -> list[Statement]:
@@ -265,17 +272,19 @@ def _loop_body(body: list[Statement], loop: Loop) -> list[Statement]:
 
 def every_operand_by_tma(art: Artifacts, k_tiles: int) -> bool:
     """A and B come in by TMA only: each has a tensor map (the kernel's first two parameters, A and B,
-    are CUtensorMaps, not pointers), no cp.async or ld.global copy is left, and each K tile gets at
-    least one TMA per operand."""
+    are CUtensorMaps, not pointers), and no cp.async or ld.global copy is left."""
     signature = next((line for line in art.cuda_source.splitlines() if "__global__" in line), "")
     found = re.search(r"\(([^()]*)\)[^()]*$", signature)  # the last parentheses: the parameter list
     parameters = found.group(1).split(",") if found else []
     if len(parameters) < 2 or not all("CUtensorMap" in parameter for parameter in parameters[:2]):
         return False
-    body = statements(art.cuda_source)
-    if any(SLOW_LOAD.search(s.text) for s in body):
-        return False
-    runs = [runs_per_tile(s) for s in body if TMA_LOAD.search(s.text)]
+    return not any(SLOW_LOAD.search(s.text) for s in statements(art.cuda_source))
+
+
+def every_k_tile_loaded(art: Artifacts, k_tiles: int) -> bool:
+    """Each output tile gets at least one TMA load per operand and K tile: 2 * k_tiles loads in all
+    (a prologue that fills fewer stages, or a refill loop that stops early, leaves a K tile unloaded)."""
+    runs = [runs_per_tile(s) for s in statements(art.cuda_source) if TMA_LOAD.search(s.text)]
     return None in runs or sum(runs) >= 2 * k_tiles
 
 
@@ -381,6 +390,97 @@ def _previous_store_or_start(body: list[Statement], target: Statement, loop: Loo
     return start
 
 
+
+def store_waited_before_exit(art: Artifacts, k_tiles: int) -> bool:
+    """Every thread that commits a TMA store waits for its bulk groups (cp.async.bulk.wait_group, or its
+    .read form) after its last commit: the store reads shared memory until then, and a CTA that exits
+    frees it. wait_group waits for the calling thread's own groups, so the waiter must be the committer."""
+    body = statements(art.cuda_source)
+    commits = [s for s in body if BULK_COMMIT.search(s.text)]
+    if not commits:
+        return True
+    last = max(s.index for s in commits)
+    committers = set().union(*(threads_running(s, art.threads_per_cta) for s in commits))
+    waits = [s for s in body if BULK_WAIT.search(s.text) and s.index > last]
+    waiters = set().union(set(), *(threads_running(s, art.threads_per_cta) for s in waits))
+    return committers <= waiters
+
+
+def _tile_loop_index(body: list[Statement], loop: Loop) -> str | None:
+    """The variable a tile loop runs on: the one its `if (!((v < n))) { break; }` compares."""
+    for s in _loop_body(body, loop)[:2]:
+        found = TILE_LOOP_EXIT.match(s.text)
+        if found:
+            return found.group(1)
+    return None
+
+
+def tiles_strided_by_the_grid(art: Artifacts, k_tiles: int) -> bool:
+    """A tile loop (a persistent kernel's while loop over its scheduler's tile index) starts the index
+    from the CTA's own id and steps it by the number of CTAs (of clusters, with clusters): any other
+    start or stride computes some tiles twice and others never, and an index that never steps never ends."""
+    body = statements(art.cuda_source)
+    ctas = art.grid[0] * art.grid[1] * art.grid[2]
+    per_cluster = art.cluster[0] * art.cluster[1] * art.cluster[2]
+    for loop in {loop for s in body for loop in s.loops if loop.is_while}:
+        index = _tile_loop_index(body, loop)
+        if index is None:
+            continue
+        assigned = re.compile(rf"^{re.escape(index)} = (.*);$")
+        starts = [assigned.match(s.text).group(1) for s in body[:loop.opened_at]
+                  if assigned.match(s.text) and not any(outer.is_while for outer in s.loops)]
+        if not starts or "blockIdx" not in starts[-1]:
+            return False
+        steps = [assigned.match(s.text).group(1) for s in _loop_body(body, loop) if assigned.match(s.text)]
+        strides = [re.fullmatch(rf"\({re.escape(index)} \+ (\d+)\)", step) for step in steps]
+        if not strides or not all(strides) or any(int(s.group(1)) * per_cluster != ctas for s in strides):
+            return False
+    return True
+
+
+def _assigned_names(statement: Statement) -> set[str]:
+    found = re.match(r"(?:[\w:]+\s+)?(\w+)(?:\[[^\]]*\])?\s*=[^=]", statement.text)
+    return {found.group(1)} if found else set()
+
+
+def _coordinate_names(statement: Statement) -> list[set[str]]:
+    """The names each coordinate argument of a TMA copy reads (its arguments less the shared-memory address,
+    the tensor map and the mbarrier, which all go through a pointer cast)."""
+    coordinates = [a for a in _arguments(statement.text) if "tensormap" not in a and "cvta" not in a]
+    return [set(re.findall(r"[A-Za-z_]\w*", a)) - {"int", "uint", "bool"} for a in coordinates]
+
+
+def tma_follows_the_tile(art: Artifacts, k_tiles: int) -> bool:
+    """In a tile loop, each TMA load and store addresses the loop's current tile: some coordinate of each
+    reads a variable the loop assigns (the scheduler's tile index), and the store writes the tile whose K
+    tiles were loaded before it (no assignment to its coordinates' variables between the last load and it)."""
+    body = statements(art.cuda_source)
+    for copy in (s for s in body if TMA_LOAD.search(s.text) or TMA_STORE.search(s.text)):
+        tile_loop = next((loop for loop in reversed(copy.loops) if loop.is_while), None)
+        if tile_loop is None:
+            continue
+        in_loop = _loop_body(body, tile_loop)
+        assigned = set().union(*(_assigned_names(s) for s in in_loop))
+        names = _coordinate_names(copy)
+        if not any(coordinate & assigned for coordinate in names):
+            return False
+        loads = [s.index for s in in_loop if TMA_LOAD.search(s.text) and s.index < copy.index]
+        if TMA_STORE.search(copy.text) and loads:
+            read = set().union(*names)
+            if any(_assigned_names(s) & read for s in body[max(loads) + 1:copy.index]):
+                return False
+    return True
+
+
+SMEM_PER_CTA = 227 * 1024  # the most dynamic shared memory one CTA may use on sm_90 and sm_100
+
+
+def shared_memory_fits(art: Artifacts, k_tiles: int) -> bool:
+    """The kernel's shared memory (stages, staging tiles, barriers) fits one CTA: a kernel that asks for
+    more is never launched."""
+    return art.shared_bytes <= SMEM_PER_CTA
+
+
 def phases_flip(art: Artifacts, k_tiles: int) -> bool:
     """Each mbarrier wait inside a loop waits on a phase that changes in that loop: the phase names a
     loop variable or a variable assigned in the loop body. A constant phase passes once, then either
@@ -428,6 +528,24 @@ def whole_warpgroups(call: re.Pattern) -> Callable[[Artifacts, int], bool]:
         return True
 
     return holds
+
+
+def registers_fit_the_file(art: Artifacts, k_tiles: int) -> bool:
+    """The per-thread register caps that setmaxnreg gives the warpgroups fit the SM's register file together:
+    128 threads x the cap of each warpgroup that runs one. setmaxnreg.inc waits until the CTA has that many
+    registers free, so caps that add up to more than the file leave the raising warpgroup waiting forever."""
+    caps: dict[int, int] = {}
+    for site in _calls(art, SETMAXNREG):
+        cap = int(SETMAXNREG.search(site.text).group(1))
+        for warpgroup in {warp // 4 for warp, _ in threads_running(site, art.threads_per_cta)}:
+            caps[warpgroup] = max(caps.get(warpgroup, 0), cap)
+    return 128 * sum(caps.values()) <= REGISTER_FILE
+
+
+def no_register_spills(art: Artifacts, k_tiles: int) -> bool:
+    """No local-memory load or store in the SASS: the registers each thread may use (its setmaxnreg cap) hold
+    everything it keeps live, the accumulator first; below that, ptxas spills to local memory (slow)."""
+    return SPILL.search(art.sass) is None
 
 
 def cta_wide_copies(art: Artifacts, k_tiles: int) -> bool:

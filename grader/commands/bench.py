@@ -4,6 +4,9 @@ For each shape, every step that supports it is built and timed together with cuB
 interleaved run (the grader's timing: CUDA events per call, L2 flushed, median), so each ratio
 comes from one run under one clock and power state. Each timed output is then checked against
 the fp32 reference: a fast wrong kernel is reported as wrong, not as fast.
+The seed's Triton kernel (grader/commands/triton_seed.py: a persistent TMA GEMM, autotuned per shape before
+timing) is timed in the same run, plain and warp-specialized, as rows "triton-seed" and "triton-seed-ws";
+where Triton cannot run them the rows are absent and the table says why.
 Writes OUT.md (table), OUT.json and OUT.png (TFLOP/s per step, cuBLAS as a line per shape).
 """
 
@@ -53,12 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     solutions = REPO_ROOT / "solutions"
     steps = [spec for spec in STEPS[track].values() if (solutions / track / spec.file_name).exists()]
 
+    triton_seed, triton_absent = _triton_seed()
     rows = []
     for shape in BENCH_SHAPES:
         runnable = [spec for spec in steps if spec.shapes.violation(shape) is None]
-        rows.extend(_bench_shape(shape, runnable, track, arch, sm_count))
+        rows.extend(_bench_shape(shape, runnable, track, arch, sm_count, triton_seed))
 
-    command = "python -m grader.commands.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    arguments = argv if argv is not None else sys.argv[1:]
+    command = "python -m grader.commands.bench " + " ".join(shlex.quote(a) for a in arguments)
     payload = {
         "gpu": gpu_name,
         "driver": driver_version(),
@@ -66,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         "track": track,
         "date": datetime.date.today().isoformat(),
         "command": command.strip(),
+        "triton_absent": triton_absent,
         "rows": rows,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -77,7 +83,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(row["correct"] for row in rows) else 1
 
 
-def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int) -> list[dict]:
+TRITON_ROWS = {"triton-seed": False, "triton-seed-ws": True}  # row name -> warp_specialize
+
+
+def _triton_seed():
+    """The seed's Triton module, and None; or None and why it cannot run here."""
+    try:
+        from grader.commands import triton_seed
+    except Exception as err:  # no Triton, or one without the tensor-descriptor API the seed uses
+        return None, f"the seed's Triton kernel cannot be imported here ({type(err).__name__}: {err})"
+    return triton_seed, None
+
+
+def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int, triton_seed) -> list[dict]:
     import torch
 
     from grader.core import build
@@ -94,9 +112,16 @@ def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int
         out = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
         outputs[spec.number] = out
         calls[spec.number] = lambda kernel=kernel, out=out: kernel(a, b, out)
+    if triton_seed is not None:
+        for name, warp_specialize in TRITON_ROWS.items():
+            print(f"bench: autotuning {name} at {format_shape(shape)}", file=sys.stderr, flush=True)
+            out = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
+            triton_seed.matmul(a, b, out, warp_specialize)  # the autotuner's trials run here, not in the timing
+            outputs[name] = out
+            calls[name] = lambda out=out, ws=warp_specialize: triton_seed.matmul(a, b, out, ws)
     cublas_out = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
     calls["cublas"] = lambda: torch.matmul(a, b.T, out=cublas_out)
-    print(f"bench: timing {len(specs)} steps and cuBLAS at {format_shape(shape)}", file=sys.stderr, flush=True)
+    print(f"bench: timing {len(calls) - 1} kernels and cuBLAS at {format_shape(shape)}", file=sys.stderr, flush=True)
     ms = timing.median_ms_interleaved(calls)
     reference = diagnosis.reference(a, b)
     return [
@@ -134,6 +159,8 @@ def markdown(payload: dict) -> str:
         "interleaved run: CUDA events per call, L2 flushed before each call, median. "
         "Ratio = cuBLAS time / kernel time.",
         "",
+        *([f"Rows triton-seed and triton-seed-ws are absent: {payload['triton_absent']}.", ""]
+          if payload.get("triton_absent") else []),
         "| step | shape (M x N x K) | kernel ms | TFLOP/s | cuBLAS ms | cuBLAS TFLOP/s | ratio | correct |",
         "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
@@ -154,16 +181,26 @@ def draw(payload: dict, path: Path) -> None:
 
     figure, axes = plt.subplots(figsize=(9, 5.5))
     shapes = sorted({tuple(row["shape"]) for row in payload["rows"]}, key=lambda s: s[0] * s[1] * s[2])
+    steps = sorted({row["step"] for row in payload["rows"] if isinstance(row["step"], int)})
+    # the Triton rows stand right of step 10, one x position each
+    x_of = {step: step for step in steps}
+    x_of.update({name: max(steps, default=0) + 1 + i for i, name in enumerate(TRITON_ROWS)})
     for index, shape in enumerate(shapes):
         color = f"C{index}"
-        rows = sorted((row for row in payload["rows"] if tuple(row["shape"]) == shape), key=lambda r: r["step"])
-        steps = [row["step"] for row in rows]
-        axes.plot(steps, [tflops(row, "kernel_ms") for row in rows], "o-", color=color, label=format_shape(shape))
+        rows = [row for row in payload["rows"] if tuple(row["shape"]) == shape]
+        ladder = sorted((row for row in rows if isinstance(row["step"], int)), key=lambda r: r["step"])
+        axes.plot([row["step"] for row in ladder], [tflops(row, "kernel_ms") for row in ladder], "o-", color=color,
+                  label=format_shape(shape))
+        for row in rows:
+            if row["step"] in TRITON_ROWS:
+                axes.plot(x_of[row["step"]], tflops(row, "kernel_ms"), "s", color=color)
         axes.axhline(tflops(rows[0], "cublas_ms"), color=color, linestyle="--", linewidth=1)
     axes.set_xlabel("step")
     axes.set_ylabel("TFLOP/s")
-    axes.set_xticks(sorted({row["step"] for row in payload["rows"]}))
-    axes.set_title(f"{payload['track']} ladder on {payload['gpu']} ({payload['date']}); dashed: cuBLAS")
+    labels = {x_of[row["step"]]: str(row["step"]) for row in payload["rows"]}
+    axes.set_xticks(sorted(labels), [labels[x] for x in sorted(labels)])
+    axes.set_title(f"{payload['track']} ladder on {payload['gpu']} ({payload['date']}); dashed: cuBLAS; "
+                   "squares: the seed's Triton kernel")
     axes.legend(title="M x N x K", fontsize=8)
     axes.grid(alpha=0.3)
     figure.tight_layout()

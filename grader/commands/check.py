@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         (spec,) = select_steps(args.step, track, REPO_ROOT / args.impl / track)
         shapes = [parse_shape(s) for s in args.shape] or list(spec.correctness_shapes)
         for shape in shapes:
-            if spec.shapes.violation(shape):
-                raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
+            problem = spec.shapes.violation(shape)
+            if problem:
+                raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {problem}")
         if args.sm_count is not None and args.sm_count < 1:
             raise UsageError("--sm-count must be positive")
     except UsageError as err:

@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("needs a Hopper or Blackwell GPU")
         arch, track = resolve_arch_and_track("auto", "auto", gpu_name, gpu_arch)
         (spec,) = select_steps(args.step, track, REPO_ROOT / args.impl / track)
-        shape = parse_shape(args.shape) if args.shape else spec.correctness_shapes[min(1, len(spec.correctness_shapes) - 1)]
+        shapes = spec.correctness_shapes
+        shape = parse_shape(args.shape) if args.shape else shapes[min(1, len(shapes) - 1)]
         if spec.shapes.violation(shape):
             raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
     except UsageError as err:

@@ -45,6 +45,7 @@ class Artifacts:
     shared_fp16_buffers: list[tuple[int, ...]]  # shapes of the fp16 buffers placed in shared memory
     has_tile_loop: bool
     seconds: float
+    shared_bytes: int = 0  # the extent of the kernel's dynamic shared memory (its SMEMPool), in bytes
 
 
 def step_file(impl_dir: Path, track: str, spec: StepSpec) -> Path:
@@ -135,6 +136,7 @@ def build_with_executable(factory, spec: StepSpec, shape: Shape, arch: str, sm_c
         shared_fp16_buffers=_shared_fp16_buffers(prim_func.script()),
         has_tile_loop=re.search(r"^\s*while\b", lowered, re.MULTILINE) is not None,
         seconds=time.perf_counter() - start,
+        shared_bytes=_shared_bytes(prim_func.script()),
     )
     return artifacts, executable
 
@@ -165,6 +167,38 @@ def _launch_extents(lowered: str, tags: tuple[str, str, str]) -> tuple[int, int,
         found = re.search(rf'T\.launch_thread\("{re.escape(tag)}", (\d+)\)', lowered)
         extents.append(int(found.group(1)) if found else 1)
     return tuple(extents)
+
+
+def _shared_bytes(script: str) -> int:
+    return max((buffer.offset + buffer.size for buffer in shared_buffers(script)), default=0)
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    name: str
+    dtype: str
+    offset: int  # bytes from the start of dynamic shared memory
+    size: int  # bytes
+
+
+DTYPE_BYTES = {"uint64": 8, "int64": 8, "float64": 8, "uint32": 4, "int32": 4, "float32": 4,
+               "float16": 2, "bfloat16": 2, "uint16": 2, "int16": 2, "uint8": 1, "int8": 1}
+_DECL = re.compile(
+    r'^\s*(\w+) = T\.decl_buffer\(\(([\d, ]*)\), "(\w+)", data=\w+\.data(?:, elem_offset=(\d+))?, scope="shared\.dyn"',
+    re.MULTILINE,
+)
+
+
+def shared_buffers(tir_script: str) -> list[SharedBuffer]:
+    """The buffers a kernel places in dynamic shared memory (its SMEMPool), from its TIR."""
+    buffers = []
+    for name, dims, dtype, elem_offset in _DECL.findall(tir_script):
+        itemsize = DTYPE_BYTES.get(dtype, 1)
+        count = 1
+        for extent in dims.split(","):
+            count *= int(extent) if extent.strip() else 1
+        buffers.append(SharedBuffer(name, dtype, int(elem_offset or 0) * itemsize, count * itemsize))
+    return buffers
 
 
 def _shared_fp16_buffers(script: str) -> list[tuple[int, ...]]:

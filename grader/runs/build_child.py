@@ -118,7 +118,8 @@ def _child(request: dict, result_path: Path) -> None:
         if len(shapes) <= 1 or _workers(len(shapes)) == 1:
             entries = [_build_shape(request, shape) for shape in shapes]
         else:  # shapes build in parallel, each in a fresh process (TVM does not survive a fork)
-            with ProcessPoolExecutor(_workers(len(shapes)), get_context("spawn"), _start_build_process, (request,)) as pool:
+            with ProcessPoolExecutor(_workers(len(shapes)), get_context("spawn"), _start_build_process,
+                                     (request,)) as pool:
                 entries = list(pool.map(_build_shape, [request] * len(shapes), shapes))
         for entry in entries:
             if "error" in entry:
@@ -171,7 +172,8 @@ def _start_build_process(request: dict) -> None:
     # build embeds the very cubin the judge compiles from the same source.
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", lambda code, *_: build.compile_cubin(code, arch),
                                  override=True)
-    _factory = build.kernel_factory(Path(request["impl_dir"]), request["track"], STEPS[request["track"]][request["step"]])
+    spec = STEPS[request["track"]][request["step"]]
+    _factory = build.kernel_factory(Path(request["impl_dir"]), request["track"], spec)
 
 
 def _build_shape(request: dict, shape: Shape) -> dict:

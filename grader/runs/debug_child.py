@@ -82,7 +82,8 @@ def explain(result: LocateResult) -> list[str]:
         lines.append("the kernel did not end after these waits gave up: some warps are also stuck in a named "
                      "barrier (bar.sync / warpgroup_sync) or a loop of their own, which the locator cannot bound")
     if result.overflowed:
-        lines.append(f"(more than {locator.CAPACITY} waits gave up: only the first {locator.CAPACITY} are counted above)")
+        capacity = locator.CAPACITY
+        lines.append(f"(more than {capacity} waits gave up: only the first {capacity} are counted above)")
     if result.error:
         lines.append(f"the debug run ended with: {result.error}")
     return lines

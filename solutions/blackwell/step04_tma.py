@@ -141,7 +141,7 @@ def hgemm_v4(M, N, K):
         def mma_tile():
             # Only the elected thread waits on tma_bar and mma_bar: it alone makes their next
             # phases possible, so it cannot miss one (see the protocol table).
-            # >>> TODO 4.5: the K loop in one elected thread; the others join once
+            # >>> TODO 4.5: the K loop of one output tile
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     for k in T.serial(K // BLK_K):

@@ -126,7 +126,7 @@ def hgemm_v5(M, N, K):
         n_st = T.meta_var(by * BLK_N)
         phase_mma: T.int32
         phase_mma = 0
-        # >>> TODO 5.5: one phase bit per stage
+        # >>> TODO 5.5: the phase bits of the stage barriers
         phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0

@@ -58,8 +58,9 @@ def hgemm_v8(M, N, K, sm_count):
         for example 9 K tiles per tile at 4096 x 2944 x 576).
         The TMA and MMA loops run the same number of K tiles per output tile: with different trip
         counts one of them waits for a phase that never comes.
-        No waiter can be lapped (issue 16): each barrier's next phase needs an arrival from each of
-        its waiters. tma2mma[s]'s next phase needs the MMA thread's commit on mma2tma[s], and the
+        No waiter can be lapped (a parity wait cannot tell phase n from phase n + 2, so a thread
+        may wait on a barrier in a loop only if the barrier's next phase needs an arrival from it):
+        each barrier's next phase needs an arrival from each of its waiters. tma2mma[s]'s next phase needs the MMA thread's commit on mma2tma[s], and the
         other way round; mma2ld's next phase needs the next tile's MMAs, which wait on ld2mma,
         which needs all 128 writeback threads to have arrived after their mma2ld wait.
         tcgen05 ordering: the MMA thread fences (tcgen05.fence::after_thread_sync) after each wait;

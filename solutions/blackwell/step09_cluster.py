@@ -60,7 +60,7 @@ def hgemm_v9(M, N, K, sm_count):
         The arrival count of ld2mma is 128 per CTA x 2 CTAs: with 128 the MMA would overwrite the
         accumulator while one CTA is still reading it; the bytes armed on tma2mma are those of
         both CTAs, or the phase completes before CTA 1's tiles have landed.
-        No waiter can be lapped (issue 16): tma2mma[s]'s next phase needs CTA 0's MMA thread to
+        No waiter can be lapped (a parity wait cannot tell phase n from phase n + 2): tma2mma[s]'s next phase needs CTA 0's MMA thread to
         commit mma2tma[s]; each CTA's mma2tma[s] next phase needs a tma2mma[s] phase that needs
         bytes from both CTAs' TMA threads, each loading only after its own mma2tma[s] wait;
         mma2ld's next phase needs ld2mma, which needs all 256 writeback threads.
@@ -134,7 +134,7 @@ def hgemm_v9(M, N, K, sm_count):
         tmem = tmem_pool.alloc((128, 512), "float32")
 
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
-        # >>> TODO 9.4: arrival counts for the pair, and a cluster-wide sync
+        # >>> TODO 9.4: arrival counts for the pair, and the init made visible
         tma2mma.init(1)
         mma2tma.init(1)
         mma2ld.init(1)
@@ -162,7 +162,7 @@ def hgemm_v9(M, N, K, sm_count):
         if wg_id == 1:
             if warp_id == 3:
                 tma_state = PipelineState(PIPE_DEPTH, 1)  # producer: stages start free
-                # >>> TODO 9.6: both CTAs' loads complete on CTA 0's barrier
+                # >>> TODO 9.6: the barrier the pair's loads complete on
                 tma2mma_cta0 = tma2mma.remote_view(0)
                 # <<< TODO 9.6
                 if T.cuda.elect_sync():
@@ -170,7 +170,7 @@ def hgemm_v9(M, N, K, sm_count):
                         for k in T.serial(K_TILES):
                             s = T.meta_var(tma_state.stage)
                             mma2tma.wait(s, tma_state.phase)
-                            # >>> TODO 9.7: CTA 0 arms its barrier for the pair; cta_group=2 loads
+                            # >>> TODO 9.7: arm the pair's barrier; the pair's loads
                             if cbx == 0:
                                 tma2mma.arrive(s, TILE_BYTES * CTA_GROUP)
                             bar_cta0 = T.meta_var(tma2mma_cta0.ptr_to([s]))
@@ -187,7 +187,7 @@ def hgemm_v9(M, N, K, sm_count):
             if warp_id == 0:
                 mma_state = PipelineState(PIPE_DEPTH, 0)  # consumer of tma2mma
                 acc_state = PipelineState(1, 1)  # producer of the accumulator: TMEM starts free
-                # >>> TODO 9.8: CTA 0 issues the pair's MMA and multicasts its commits
+                # >>> TODO 9.8: the pair's MMA loop
                 if cbx == 0:
                     if T.cuda.elect_sync():
                         while tile_scheduler.valid():
@@ -219,7 +219,7 @@ def hgemm_v9(M, N, K, sm_count):
                 for c in T.unroll(MMA_N // EPI_N):
                     Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, c * EPI_N:(c + 1) * EPI_N])
                     T.ptx.tcgen05.wait__ld.sync.aligned()
-                    # >>> TODO 9.9: release the accumulator to CTA 0's MMA
+                    # >>> TODO 9.9: release the accumulator to the MMA issuer
                     if c == MMA_N // EPI_N - 1:
                         # all TMEM reads of this tile are done: CTA 0's MMA may overwrite it
                         T.ptx.tcgen05.fence__before_thread_sync()
@@ -244,7 +244,7 @@ def hgemm_v9(M, N, K, sm_count):
                 T.ptx.cp.async_.bulk.wait_group(0)
 
         # ---- teardown: both CTAs are done; warp 0 of each CTA frees the pair's TMEM ----
-        # >>> TODO 9.10: a cluster-wide sync before TMEM is freed
+        # >>> TODO 9.10: the pair is done before TMEM is freed
         T.cuda.cluster_sync()
         # <<< TODO 9.10
         tmem_pool.dealloc()

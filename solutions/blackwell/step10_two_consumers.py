@@ -60,7 +60,7 @@ def hgemm_v10(M, N, K, sm_count):
         Named barriers: writeback warpgroup j syncs its 128 threads on barrier 1 + j. Two warpgroups
         on one id would make a 256-thread rendezvous of a barrier declared for 128 and hang or mix
         their Dsmem hand-offs.
-        No waiter can be lapped (issue 16): tma2mma[s]'s next phase needs mma2tma[s], which needs
+        No waiter can be lapped (a parity wait cannot tell phase n from phase n + 2): tma2mma[s]'s next phase needs mma2tma[s], which needs
         the commits of both MMA threads (its two waiters); mma2tma[s] and mma2ld[j] / ld2mma[j]
         as in step 9, per consumer.
         Stage, phase and accumulator rules as in step 8; the tcgen05 fences as in step 7;
@@ -135,7 +135,7 @@ def hgemm_v10(M, N, K, sm_count):
 
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
         tma2mma.init(1)
-        # >>> TODO 10.4: stage s is free when both consumers' MMAs are done
+        # >>> TODO 10.4: when stage s is free
         mma2tma.init(NUM_CONSUMER)
         # <<< TODO 10.4
         mma2ld.init(1)
@@ -208,7 +208,7 @@ def hgemm_v10(M, N, K, sm_count):
         # <<< TODO 10.7
 
         # ---- writeback j: warpgroup j = 0, 1, 128 threads, thread t owns row t ----
-        # >>> TODO 10.8: two writeback warpgroups, each with its own accumulator, Dsmem and barrier id
+        # >>> TODO 10.8: two writeback warpgroups, one accumulator each
         if wg_id < NUM_CONSUMER:
             wb_state = PipelineState(1, 0)  # consumer of mma2ld
             Dreg = T.alloc_local((EPI_N,), acc_type)

@@ -113,7 +113,7 @@ def hgemm_v4(M, N, K):
         # that starts at column k_st; every thread waits until all TMA_BYTES have landed
         @T.inline
         def load_k_tile(k_st):
-            # >>> TODO 4.4: one thread arms tma_bar and issues the two TMA loads
+            # >>> TODO 4.4: arm tma_bar and issue the two TMA loads
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     T.ptx.mbarrier.arrive.expect_tx.shared.b64(tma_bar.ptr_to([0]), T.uint32(TMA_BYTES))
@@ -122,7 +122,7 @@ def hgemm_v4(M, N, K):
                     Tx.copy_async(Bsmem[:, :], B[n_st:n_st + BLK_N, k_st:k_st + BLK_K],
                                   dispatch="tma_auto", mbar=tma_bar.ptr_to([0]))
             # <<< TODO 4.4
-            # >>> TODO 4.5: every thread waits until the tiles have landed
+            # >>> TODO 4.5: wait until the tiles have landed
             T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma)
             phase_tma = phase_tma ^ 1
             # <<< TODO 4.5
@@ -148,7 +148,7 @@ def hgemm_v4(M, N, K):
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
         @T.inline
         def store_tile():
-            # >>> TODO 4.6: write D through shared memory with one TMA store
+            # >>> TODO 4.6: write D through shared memory with a TMA store
             for h in T.unroll(2):
                 for i in T.unroll(64):
                     Dsmem[acc_row(h, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(

@@ -78,7 +78,7 @@ def hgemm_v5(M, N, K):
 
         # ---- shared memory: barrier, then the 128B-swizzled tiles on a 1024-byte boundary ----
         pool = T.SMEMPool()
-        # >>> TODO 5.2: one TMA barrier per stage
+        # >>> TODO 5.2: the barriers of the stage ring
         tma_bar = pool.alloc((PIPE_DEPTH,), "uint64", align=8)
         # <<< TODO 5.2
         pool.move_base_to(1024)
@@ -92,7 +92,7 @@ def hgemm_v5(M, N, K):
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
         if warp_id == 0:
             if lane_id == 0:
-                # >>> TODO 5.4: initialise every stage's barrier
+                # >>> TODO 5.4: initialise the ring's barriers
                 for s in T.unroll(PIPE_DEPTH):
                     T.ptx.mbarrier.init.shared.b64(tma_bar.ptr_to([s]), T.uint32(1))
                 # <<< TODO 5.4
@@ -103,7 +103,7 @@ def hgemm_v5(M, N, K):
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
         # one phase bit per stage, both starting at 0
-        # >>> TODO 5.5: one phase bit per stage
+        # >>> TODO 5.5: the phase state of the ring
         phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
         for s in T.unroll(PIPE_DEPTH):
             phase_tma[s] = 0
@@ -111,7 +111,7 @@ def hgemm_v5(M, N, K):
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), descriptors per stage ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
-        # >>> TODO 5.6: one wgmma descriptor pair per stage
+        # >>> TODO 5.6: the wgmma descriptors of the stages
         desc_a = T.alloc_local((PIPE_DEPTH,), "uint64")
         desc_b = T.alloc_local((PIPE_DEPTH,), "uint64")
         # the stages never move: encode their wgmma descriptors once
@@ -146,7 +146,7 @@ def hgemm_v5(M, N, K):
         @T.inline
         def mma_tile():
             # ---- prefetch: fill both stages before the first MMA ----
-            # >>> TODO 5.8: prologue: fill the stages before the first MMA
+            # >>> TODO 5.8: prologue: start the first loads
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     for s in T.unroll(PRE_NUM):
@@ -154,7 +154,7 @@ def hgemm_v5(M, N, K):
             # <<< TODO 5.8
 
             # the stage loop is unrolled so that `s` (stage, phase and descriptor index) is a constant
-            # >>> TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
+            # >>> TODO 5.9: the stage ring: wait, multiply, refill
             for ring in range(RING):
                 for s in T.unroll(PIPE_DEPTH):
                     k = T.meta_var(ring * PIPE_DEPTH + s)

@@ -162,7 +162,7 @@ def hgemm_v8(M, N, K, sm_count):
                         wgmma_128x128x16(acc, desc_a[0] + stage_offset, desc_b[0] + stage_offset, kk,
                                          k * (BLK_K // MMA_K) + kk != 0)
                     T.ptx.wgmma.commit_group.sync.aligned()
-                    # >>> TODO 8.3: keep one wgmma group in flight, release the previous stage
+                    # >>> TODO 8.3: keep wgmma work in flight, release what is done
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
                     if k > 0:
@@ -172,7 +172,7 @@ def hgemm_v8(M, N, K, sm_count):
                         release.advance()
                     # <<< TODO 8.3
                     consume.advance()
-                # >>> TODO 8.4: drain: retire the last group, release the last stage
+                # >>> TODO 8.4: drain: settle what the K loop left pending
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if warp_id == 0:
                     if lane_id == 0:

@@ -116,7 +116,7 @@ def hgemm_v10(M, N, K, sm_count):
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
         rank = T.cta_id_in_cluster([CLUSTER])
-        # >>> TODO 10.3: a producer and NUM_CONSUMERS consumer warpgroups
+        # >>> TODO 10.3: a producer and the consumer warpgroups
         wg_id = T.warpgroup_id([1 + NUM_CONSUMERS])
         # <<< TODO 10.3
         warp_id = T.warp_id_in_wg([4])
@@ -136,7 +136,7 @@ def hgemm_v10(M, N, K, sm_count):
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
         tma2mma.init(1)
-        # >>> TODO 10.5: the empty ring counts every consumer of the cluster
+        # >>> TODO 10.5: the empty ring's count with two consumers
         mma2tma.init(CLUSTER * NUM_CONSUMERS)
         # <<< TODO 10.5
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -219,7 +219,7 @@ def hgemm_v10(M, N, K, sm_count):
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                # >>> TODO 10.10: each consumer stores its rows, half by half, on its own named barrier
+                # >>> TODO 10.10: each consumer stores its rows, part by part
                 for half in T.unroll(BLK_N // EPI_N):
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(0)

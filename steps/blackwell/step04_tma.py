@@ -20,52 +20,37 @@ def hgemm_v4(M, N, K):
     """D = A @ B^T for M, N multiples of 128, K a multiple of 64 (fp16 in, fp32 in TMEM, fp16 out).
 
     Grid: (M / 128) x (N / 128) CTAs of 128 threads; CTA (bx, by) owns D[bx*128 : +128, by*128 : +128].
-    Data path in each CTA, for each of the K / 64 K tiles, all in one elected thread of warp 0
-    (lockstep: load, wait, MMA, wait):
+    Data path in each CTA, for each of the K / 64 K tiles:
         A, B (global) --2 TMA loads, completing on tma_bar--> Asmem, Bsmem (128B swizzle)
-        --tcgen05.mma (accumulate = k != 0)--> accumulator in TMEM (128 lanes x 128 fp32 columns).
-    Then once, after a cta_sync that lets the other threads join: TMEM --tcgen05.ld
-        (Tx.wg.copy_async) + tcgen05.wait::ld--> registers (thread t holds row t) --cast to
-        fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync; TMA store by one thread,
-        cp.async.bulk.commit_group + wait_group 0--> D (global).
+        --tcgen05.mma (accumulate = k != 0), completing on mma_bar--> accumulator in TMEM
+        (128 lanes x 128 fp32 columns).
+    Then once: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers (thread t holds
+        row t) --cast to fp16--> Dsmem (128B swizzle) --one TMA store--> D (global).
 
-    Barrier protocol:
-        | barrier | arrival count | who arrives                                | who waits   | starting phase        |
-        |---------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | 0; flips after every  |
-        |         | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only | K tile (phase_tma ^ 1)|
-        |         |               | loads complete_tx their bytes              |             |                       |
-        | mma_bar | 1             | tcgen05.commit from the thread that issued | the elected | 0; flips after every  |
-        |         |               | the MMA (mbarrier::arrive::one), once per  | thread only | K tile (phase_mma ^ 1)|
-        |         |               | K tile                                     |             |                       |
-        Waiting on mma_bar before issuing the next K tile's TMA is what frees Asmem/Bsmem.
-        Only a thread whose progress gates a barrier's next phase may wait on it in a loop: a
-        parity wait cannot tell phase n from phase n + 2, and the elected thread, which alone
-        drives tma_bar and mma_bar, could complete phases n and n + 1 while a waiting warp that
-        arrives on nothing was still descheduled; that warp would then wait forever. So warps
-        1-3 (and lanes 1-31 of warp 0) wait once, at the cta_sync after the loop, followed by
-        tcgen05.fence::after_thread_sync before they read TMEM; the elected thread issues
-        tcgen05.fence::before_thread_sync before that cta_sync.
-        Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
-        cta_sync before the TMA store reads Dsmem; after it, warp 0 waits for its bulk group
-        (cp.async.bulk.wait_group 0: only the lane that committed the store has one) before
-        the CTA syncs and exits.
+    Barrier protocol (your first task: fill in the ? cells, then write the code to match):
+        | barrier                                     | arrival count | who arrives | who waits | starting phase |
+        |---------------------------------------------|---------------|-------------|-----------|----------------|
+        | tma_bar ("this K tile's A and B landed")    | ?             | ?           | ?         | ?              |
+        | mma_bar ("this K tile's MMA has finished")  | ?             | ?           | ?         | ?              |
+        Questions the table must answer: how many arrivals and how many bytes complete a phase
+        of tma_bar? Which thread may wait on tma_bar and mma_bar inside the K loop, given that a
+        parity wait cannot tell phase n from phase n + 2? How do the other threads learn that
+        the accumulator is complete before they read TMEM? What must happen between the generic
+        stores to Dsmem and the TMA store that reads it, and before the CTA exits?
 
     Hopper twin: exercises on an H100 the same tma_bar protocol (expect_tx, byte counts, phase
     flips) and the TMA store epilogue; its MMA completion is `wgmma.wait_group`, so
     `tcgen05.commit` onto mma_bar and TMEM are exercised only by building this file for sm_100a.
-    The twin lets all 128 threads wait on tma_bar every K tile: there all four warps issue the
-    warpgroup-wide wgmma, so no warp can run a phase ahead of another. Here one thread issues
-    the MMA, which is why only it waits inside the loop.
+    There the whole warpgroup issues the MMA; here one thread does, which changes who may wait.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
     acc_type = tvm.DataType("float32")
     BLK_M, BLK_N, BLK_K = 128, 128, 64
     # TODO 4.1: the number of bytes the TMA loads deliver per K tile
-    #   Name TILE_BYTES: the bytes of one A tile plus one B tile (fp16 = 2 bytes each). tma_bar's phase
-    #   completes only when this many bytes have arrived: too few and the MMA may read a half-written
-    #   tile, too many and the wait never ends.
+    #   Name TILE_BYTES, computed from the tile constants above: what the two TMA loads of one K tile deliver, which
+    #   load_k_tile arms tma_bar with. A count that differs from the bytes that land either completes the phase before
+    #   the tiles are in or never completes it.
     todo("4.1 the number of bytes the TMA loads deliver per K tile")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_K))
@@ -102,10 +87,10 @@ def hgemm_v4(M, N, K):
 
         # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
         # TODO 4.2: initialise tma_bar and mma_bar and make them visible
-        #   One thread (warp 0, lane 0) initialises both barriers with an arrival count of 1 (tma_bar:
-        #   the expect_tx arrival; mma_bar: the commit). Then make the init visible to the other threads
-        #   and to the async proxy (the TMA unit completes tx bytes on tma_bar), and keep step 1's tcgen05
-        #   fences around the CTA barrier. An mbarrier used before its init is visible is undefined.
+        #   Both barriers allocated above are initialised once, each with its arrival count per phase (your protocol
+        #   table), and the initialisation is visible to every thread and to the async proxy (the TMA unit completes
+        #   bytes on tma_bar) before any arrive, copy or wait. Step 3's tcgen05 fences around the CTA barrier stay.
+        #   API family: T.ptx.mbarrier.init, T.ptx.fence.
         todo("4.2 initialise tma_bar and mma_bar and make them visible")
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
@@ -118,34 +103,29 @@ def hgemm_v4(M, N, K):
         #   Like phase_mma: an int32 local declared with its type, starting at the barrier's initial phase.
         todo("4.3 a phase bit for tma_bar")
 
-        # ---- one K tile, now all of it in one elected thread of warp 0 ----
-        # the thread arms tma_bar with the tile's byte count, issues the two TMA loads onto it
-        # and waits until the bytes have landed
+        # ---- one K tile: A and B through the TMA unit ----
         @T.inline
         def load_k_tile(k_st):
             # TODO 4.4: one thread loads the K tile with TMA and waits for its bytes
-            #   The calling thread arms tma_bar with TILE_BYTES (an arrival that also expects that many bytes),
-            #   hands the A and B tiles that start at column k_st to the TMA unit on tma_bar (trap: without the
-            #   TMA dispatch the copy silently becomes cp.async and never arrives: the wait hangs), waits on
-            #   tma_bar for phase_tma and flips it, then a tcgen05 fence after the wait so that the MMA is ordered
-            #   after it. No proxy fence and no CTA barrier: the TMA writes through the async proxy itself, and no
-            #   other thread is involved.
+            #   load_k_tile(k_st) brings the A and B tiles of the K tile that starts at column k_st into Asmem and
+            #   Bsmem through the TMA unit, with tma_bar as their barrier, and returns once they have landed, with
+            #   phase_tma advanced for the next K tile. The MMA that follows reads the tiles: it must be ordered after
+            #   the wait. API family: T.ptx.mbarrier.arrive.expect_tx, Tx.copy_async (its dispatch and mbar
+            #   arguments), T.cuda.mbarrier_wait, the tcgen05 fences. Trap: a Tx.copy_async without the TMA dispatch
+            #   builds as cp.async, which never completes on tma_bar, so the wait hangs.
             todo("4.4 one thread loads the K tile with TMA and waits for its bytes")
 
-        # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
+        # ---- the K loop of one output tile ----
         @T.inline
         def mma_tile():
-            # Only the elected thread waits on tma_bar and mma_bar: it alone makes their next
-            # phases possible, so it cannot miss one (see the protocol table).
-            # TODO 4.5: the K loop in one elected thread; the others join once
-            #   One elected thread of warp 0 runs the whole K loop; the other threads skip it. Per K tile:
-            #   load_k_tile, then step 3's MMA and commit onto mma_bar written out here (no warp test: you already
-            #   are the elected thread), then wait on mma_bar for phase_mma and flip it, which frees Asmem/Bsmem
-            #   for the next TMA. Only this thread may wait inside the loop: a parity wait cannot tell phase n
-            #   from n + 2, so a slow waiting warp would hang. After the loop the elected thread fences with
-            #   tcgen05 fence::before_thread_sync; then every thread meets at a CTA barrier and fences with
-            #   tcgen05 fence::after_thread_sync before reading TMEM.
-            todo("4.5 the K loop in one elected thread; the others join once")
+            # TODO 4.5: the K loop of one output tile
+            #   mma_tile() runs the K loop of the tile: per K tile, load_k_tile, step 3's MMA and commit onto mma_bar
+            #   written out here, and a wait on mma_bar before the next load may overwrite Asmem and Bsmem. When it
+            #   returns, every thread of the CTA may read the complete accumulator from TMEM (store_tile starts with
+            #   tcgen05.ld). Which threads run the loop and which wait where is your protocol table. API family:
+            #   T.cuda.elect_sync, T.serial, Tx.gemm_async, the tcgen05 commit and fences, T.cuda.mbarrier_wait,
+            #   T.cuda.cta_sync.
+            todo("4.5 the K loop of one output tile")
 
         # ---- writeback: TMEM -> registers (thread t gets row t) -> Dsmem -> TMA store -> D ----
         @T.inline
@@ -158,20 +138,20 @@ def hgemm_v4(M, N, K):
             T.ptx.tcgen05.fence__before_thread_sync()
             Tx.cast(Dreg_f16[:], Dreg[:])
             # TODO 4.6: write D through shared memory with one TMA store
-            #   Each thread puts its fp16 row into the swizzled Dsmem tile (row = its index in the warpgroup).
-            #   The TMA store reads Dsmem through the async proxy: proxy fence by every writer, then a CTA barrier.
-            #   Then ONE elected thread of warp 0 stores Dsmem to D's tile (Tx.copy_async, tma_auto) and commits the
-            #   bulk group; TODO 4.7 waits for it.
+            #   Dreg_f16 holds this thread's row of the tile (thread t of the warpgroup, row t). Put the rows into
+            #   Dsmem and have the TMA unit store Dsmem to D's tile at (m_st, n_st), as one bulk group that TODO 4.7
+            #   waits for. The TMA store reads Dsmem through the async proxy, and only after every row is in. API
+            #   family: Tx.copy, T.ptx.fence.proxy, T.cuda.cta_sync, Tx.copy_async (dispatch), T.ptx.cp.async_.bulk.
             todo("4.6 write D through shared memory with one TMA store")
 
         mma_tile()
         store_tile()
 
-        # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
+        # ---- teardown: every TMEM read is done; warp 0 frees TMEM ----
         # TODO 4.7: the store is complete before the CTA exits
-        #   The CTA's shared memory must outlive the store that reads it: before the teardown, warp 0 waits for
-        #   its committed bulk groups to complete (only the lane that committed the store has one; the others pass
-        #   at once).
+        #   The shared memory the store reads must outlive it: before the teardown, the bulk group committed in TODO
+        #   4.6 has completed. API family: T.ptx.cp.async_.bulk (wait_group waits for the calling thread's own
+        #   committed groups).
         todo("4.7 the store is complete before the CTA exits")
         T.cuda.cta_sync()
         tmem_pool.dealloc()

@@ -19,46 +19,33 @@ def hgemm_v5(M, N, K):
     """D = A @ B^T for M, N multiples of 128, K a multiple of 64 (fp16 in, fp32 in TMEM, fp16 out).
 
     Grid: (M / 128) x (N / 128) CTAs of 128 threads; CTA (bx, by) owns D[bx*128 : +128, by*128 : +128].
-    Data path in each CTA (stage s = k % 2):
-        prefetch: TMA K tiles 0 and 1 (as far as they exist) into stages 0 and 1;
-        for each K tile k: wait tma_bar[s] --> tcgen05.mma (accumulate = k != 0) on Asmem[s],
-        Bsmem[s] (128B swizzle) --> accumulator in TMEM (128 lanes x 128 fp32 columns);
-        tcgen05.commit onto mma_bar; wait mma_bar (stage s is free again) --> TMA of K tile
-        k + 2 into stage s. All of it runs in one elected thread of warp 0; the other threads
-        join at the cta_sync after the loop.
-    Then once: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers (thread t
-        holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
-        TMA store by one thread, cp.async.bulk.commit_group + wait_group 0--> D (global).
+    Data path in each CTA (K tile k lives in stage s = k % PIPE_DEPTH):
+        A, B (global) --2 TMA loads, completing on tma_bar[s]--> Asmem[s], Bsmem[s] (128B swizzle)
+        --tcgen05.mma (accumulate = k != 0), completing on mma_bar--> accumulator in TMEM
+        (128 lanes x 128 fp32 columns). As in step 4, one elected thread of warp 0 runs the K loop
+        and waits inside it; the other threads join at the cta_sync after the loop.
+    Then once, as in step 4: TMEM --tcgen05.ld + wait::ld--> registers (thread t holds row t)
+        --fp16--> Dsmem --fence.proxy.async + cta_sync; TMA store by one thread, commit_group and
+        wait_group 0--> D (global).
 
-    Barrier protocol:
+    Barrier protocol (your first task: fill in the ? cells, then write the code to match):
         | barrier    | arrival count | who arrives                                | who waits   | starting phase        |
         |------------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | 0 for each stage;     |
-        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only | phase_tma[s] flips    |
-        |            |               | loads complete_tx their bytes              |             | each time stage s is  |
-        |            |               |                                            |             | used                  |
+        | tma_bar[s] | ?             | ?                                          | ?           | ?                     |
+        | ("stage s  |               |                                            |             |                       |
+        |  landed")  |               |                                            |             |                       |
         | mma_bar    | 1             | tcgen05.commit from the thread that issued | the elected | 0; flips after every  |
         |            |               | the MMA (mbarrier::arrive::one), once per  | thread only | K tile (phase_mma ^ 1)|
         |            |               | K tile                                     |             |                       |
-        Stage s is refilled only after mma_bar says the MMA that read it has finished. With an
-        odd number of K tiles the two stages are used a different number of times, which is why
-        each stage keeps its own phase bit.
-        Only the thread that drives a barrier's phases waits on it inside the loop: a parity
-        wait cannot tell phase n from phase n + 2, so a warp that arrives on nothing could be
-        lapped by the elected thread and wait forever. The other threads wait once, at the
-        cta_sync after the loop (the elected thread fences with tcgen05.fence::before_thread_sync
-        before it), then tcgen05.fence::after_thread_sync before reading TMEM.
-        Epilogue: the generic stores to Dsmem are followed by fence.proxy.async.shared::cta and
-        cta_sync before the TMA store reads Dsmem; after it, warp 0 waits for its bulk group
-        (cp.async.bulk.wait_group 0: only the lane that committed the store has one) before
-        the CTA syncs and exits.
+        Questions the table and the code must answer: how many K tiles are in flight before the
+        first MMA? When may stage s be loaded again, and with which K tile? With an odd number of
+        K tiles, are the stages used the same number of times, and what does that mean for the
+        phase bits? Which loads must never be issued?
 
     Hopper twin: exercises on an H100 the same tma_bar[s] ring (prefetch, per-stage phases,
     refill rule, odd K tile counts) and the TMA store epilogue; its MMA completion is
     `wgmma.wait_group`, so `tcgen05.commit` onto mma_bar and TMEM are exercised only by
-    building this file for sm_100a. The twin lets all 128 threads wait on tma_bar[s] every K
-    tile, because there all four warps issue the warpgroup-wide wgmma and stay in step; here
-    one thread issues the MMA, so only it waits inside the loop.
+    building this file for sm_100a.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -71,8 +58,9 @@ def hgemm_v5(M, N, K):
     RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
 
     # TODO 5.1: shared-memory layouts with a stage dimension
-    #   A and B now live in PIPE_DEPTH stages: the same 128B-swizzled MMA layout as step 4, with a
-    #   leading stage dimension, so each stage is a full 128x64 tile starting on a 1 KiB boundary.
+    #   A and B now live in PIPE_DEPTH stages: the same 128B-swizzled MMA layout as step 4, with a leading stage
+    #   dimension, so each stage is a whole 128x64 tile on a 1 KiB boundary. Name them A_layout and B_layout. API:
+    #   mma_shared_layout.
     todo("5.1 shared-memory layouts with a stage dimension")
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
 
@@ -94,12 +82,12 @@ def hgemm_v5(M, N, K):
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
         mma_bar = pool.alloc((1,), "uint64", align=8)
         # TODO 5.2: one TMA barrier per stage
-        #   Two stages can be in flight at once, each completing on its own barrier: allocate
-        #   PIPE_DEPTH 8-byte mbarriers instead of one.
+        #   tma_bar: the barriers the stages' loads complete on, from `pool` like mma_bar, one 8-byte mbarrier per
+        #   stage.
         todo("5.2 one TMA barrier per stage")
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         # TODO 5.3: the A and B stage buffers
-        #   Allocate Asmem and Bsmem with the stage dimension first, using the layouts of TODO 5.1.
+        #   Asmem and Bsmem with the stage dimension first, using the layouts of TODO 5.1, from `pool`.
         todo("5.3 the A and B stage buffers")
         Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
         pool.commit()
@@ -112,8 +100,8 @@ def hgemm_v5(M, N, K):
         if warp_id == 0:
             if lane_id == 0:
                 # TODO 5.4: initialise every stage's barrier
-                #   Each tma_bar[s] gets one arrival per phase (the expect_tx), initialised by the same single thread
-                #   as before; an unrolled loop over the stages keeps the index a constant.
+                #   This thread (warp 0, lane 0, as in step 4) initialises every stage's tma_bar with its arrival
+                #   count per phase from your table. The stage index must be a compile-time constant.
                 todo("5.4 initialise every stage's barrier")
                 T.ptx.mbarrier.init.shared.b64(mma_bar.ptr_to([0]), T.uint32(1))
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -128,42 +116,39 @@ def hgemm_v5(M, N, K):
         n_st = T.meta_var(by * BLK_N)
         phase_mma: T.int32
         phase_mma = 0
-        # TODO 5.5: one phase bit per stage
-        #   A local int32 array of PIPE_DEPTH phase bits, all 0. One bit for all stages is wrong: with an
-        #   odd number of K tiles the stages are used a different number of times.
-        todo("5.5 one phase bit per stage")
+        # TODO 5.5: the phase bits of the stage barriers
+        #   phase_tma: the phase bits the waiter on tma_bar keeps, an int32 local array indexed by stage
+        #   (T.alloc_local), each starting at its barrier's initial phase. Whether one bit could serve all stages is a
+        #   question your table answers.
+        todo("5.5 the phase bits of the stage barriers")
 
-        # one elected thread: arm tma_bar[stage] with the byte count, load K tile k into stage
+        # load K tile k into stage `stage` through the TMA unit
         @T.inline
         def tma_load(stage, k):
             # TODO 5.6: load K tile k into stage `stage`
-            #   Step 4's load (arrive.expect_tx of TILE_BYTES, then two TMA copies), aimed at stage `stage` of
-            #   Asmem/Bsmem and of tma_bar, for K tile `k` (columns k * BLK_K ..). Remember dispatch="tma_auto",
-            #   or the copy becomes cp.async and never completes on the barrier.
+            #   tma_load(stage, k): step 4's load of one K tile, without the wait, aimed at stage `stage` of Asmem,
+            #   Bsmem and tma_bar, for K tile k (columns k * BLK_K onwards). The MMA side waits on tma_bar[stage]
+            #   later.
             todo("5.6 load K tile k into stage `stage`")
 
         # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
         @T.inline
         def mma_tile():
-            # Only the elected thread waits on tma_bar[s] and mma_bar: it alone makes their next
-            # phases possible, so it cannot miss one (see the protocol table).
             if warp_id == 0:
                 if T.cuda.elect_sync():
-                    # ---- prefetch: fill both stages before the first MMA ----
                     # TODO 5.7: prologue: fill the stages before the first MMA
-                    #   Before the loop, start the loads of the first PRE_NUM K tiles (as many stages as there are
-                    #   K tiles, at most PIPE_DEPTH), K tile s into stage s.
+                    #   Before the first MMA, the loads of the first K tiles are in flight, one per stage, as many as
+                    #   exist (PRE_NUM), issued through tma_load.
                     todo("5.7 prologue: fill the stages before the first MMA")
 
                     # TODO 5.8: the stage ring: wait for stage s, MMA on it, refill it
-                    #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k
-                    #   % PIPE_DEPTH; unroll the stage loop so s is a compile-time constant, and skip the K tiles
-                    #   past the last one (the last trip may be partial). For K tile k: wait on stage s's barrier
-                    #   with stage s's own phase bit and flip that bit, tcgen05 fence before the MMA; step 4's MMA
-                    #   (reading stage s), commit and mma_bar wait, after which the MMA has finished reading stage
-                    #   s; then, if K tile k + PIPE_DEPTH exists, load it into stage s now, so it is in flight
-                    #   while the next stage's MMA runs. No load past the last K tile: its bytes would never be
-                    #   waited for. Still only this thread waits inside the loop.
+                    #   The K loop over the stages: every K tile k (in stage s = k % PIPE_DEPTH) is waited for on its
+                    #   stage's barrier, multiplied into the accumulator (step 4's MMA and commit on stage s, and the
+                    #   mma_bar wait), and the stage is refilled with a later K tile as soon as it is free, so that a
+                    #   load is in flight while the tensor core works. RING trips of PIPE_DEPTH stages cover the K
+                    #   tiles; the last trip may be partial. The stage and phase index must be compile-time constants
+                    #   (unroll the stage loop). API family: T.serial, T.unroll, T.meta_var, T.cuda.mbarrier_wait, the
+                    #   tcgen05 fences, tma_load.
                     todo("5.8 the stage ring: wait for stage s, MMA on it, refill it")
                     T.ptx.tcgen05.fence__before_thread_sync()
 

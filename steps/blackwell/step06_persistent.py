@@ -3,8 +3,7 @@
 The grid shrinks to one CTA per SM (sm_count CTAs); each CTA loops over the output tiles that
 ClusterPersistentScheduler2D hands it (CTA i takes tiles i, i + sm_count, ...), in an order that
 keeps groups of 8 tile rows together so their A and B tiles are reused from L2. TMEM and the
-barriers are set up once per CTA, so the barrier phases run on from tile to tile instead of
-restarting at 0.
+barriers are set up before the first tile.
 """
 
 import tvm
@@ -29,46 +28,29 @@ def hgemm_v6(M, N, K, sm_count):
         Bsmem[s] (128B swizzle) --> accumulator in TMEM (128 lanes x 128 fp32 columns);
         tcgen05.commit onto mma_bar; wait mma_bar (stage s is free again) --> TMA of K tile
         k + 2 into stage s. All of it runs in one elected thread of warp 0.
-    Then, per output tile, after a cta_sync where the other threads join: TMEM --tcgen05.ld (Tx.wg.copy_async) + tcgen05.wait::ld--> registers
-        (thread t holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async + cta_sync;
-        TMA store by one thread, cp.async.bulk.commit_group--> D (global); then the next tile.
+    Then, per output tile, after a cta_sync where the other threads join: TMEM --tcgen05.ld + wait::ld-->
+        registers (thread t holds row t) --cast to fp16--> Dsmem (128B swizzle) --fence.proxy.async
+        + cta_sync; TMA store by one thread, cp.async.bulk.commit_group--> D (global); then the next tile.
 
-    Barrier protocol (TMEM allocated and barriers initialised once per CTA, before the tile loop):
+    Barrier protocol (your first task: fill in the ? cells, then write the code to match; the
+    other cells are step 5's):
         | barrier    | arrival count | who arrives                                | who waits   | starting phase        |
         |------------|---------------|--------------------------------------------|-------------|-----------------------|
-        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | 0 for each stage, set |
-        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only | ONCE per CTA;         |
-        |            |               | loads complete_tx their bytes              |             | phase_tma[s] flips    |
-        |            |               |                                            |             | each use and carries  |
-        |            |               |                                            |             | over to the next tile |
-        | mma_bar    | 1             | tcgen05.commit from the thread that issued | the elected | 0, set ONCE per CTA;  |
-        |            |               | the MMA (mbarrier::arrive::one), once per  | thread only | flips every K tile,   |
-        |            |               | K tile                                     |             | carries over          |
-        Stage s is refilled only after mma_bar says the MMA that read it has finished. Resetting
-        the phases at each tile is the classic bug: with an odd number of K tiles a barrier ends
-        a tile at phase 1, and a wait on phase 0 would pass at once on stale data.
-        Only the thread that drives a barrier's phases waits on it inside the K loop: a parity
-        wait cannot tell phase n from phase n + 2, so a warp that arrives on nothing could be
-        lapped by the elected thread and wait forever. The other threads wait once per tile, at
-        the cta_sync after the K loop (the elected thread fences with
-        tcgen05.fence::before_thread_sync before it), then tcgen05.fence::after_thread_sync
-        before reading TMEM. The phases live in the elected thread's registers from tile to
-        tile: elect.sync elects the same lane for the same member mask every time.
-        TMEM reuse: every thread finishes its TMEM reads (tcgen05.wait::ld, then
-        tcgen05.fence::before_thread_sync) before the cta_syncs of the epilogue, and the next
-        tile's first MMA (accumulate = 0) is issued after them.
-        Dsmem reuse: the store of tile i is committed, not waited for; before tile i+1 writes
-        Dsmem, warp 0 waits with cp.async.bulk.wait_group.read 0 (the store has finished reading
-        it), then cta_sync. The Dsmem stores are followed by fence.proxy.async.shared::cta and
-        cta_sync before the TMA store reads Dsmem. After the last tile warp 0 waits with
-        cp.async.bulk.wait_group 0 before the CTA frees TMEM and exits.
+        | tma_bar[s] | 1 (+ 32768    | the elected thread: mbarrier.arrive.       | the elected | ?                     |
+        | s = 0, 1   | tx bytes)     | expect_tx(A + B tile bytes); the two TMA   | thread only |                       |
+        |            |               | loads complete_tx their bytes              |             |                       |
+        | mma_bar    | 1             | tcgen05.commit from the thread that issued | the elected | ?                     |
+        |            |               | the MMA (mbarrier::arrive::one), once per  | thread only |                       |
+        |            |               | K tile                                     |             |                       |
+        Questions the table and the code must answer: a CTA now runs many tiles. When are the
+        barriers initialised, and where does each phase bit stand when the next tile starts
+        (think of a tile with an odd number of K tiles)? Dsmem is written again for every tile,
+        while the previous tile's TMA store was only committed: what must complete, and who must
+        know it, before the threads overwrite Dsmem? When is the last store waited for?
 
-    Hopper twin: exercises on an H100 the same scheduler, the tma_bar[s] ring with phases carried
-    over from tile to tile, and the Dsmem reuse rule; its MMA completion is `wgmma.wait_group`,
-    so `tcgen05.commit` onto mma_bar (whose phase also carries over here) and TMEM reuse across
-    tiles are exercised only by building this file for sm_100a. The twin lets all 128 threads
-    wait on tma_bar[s] every K tile, because there all four warps issue the warpgroup-wide
-    wgmma and stay in step; here one thread issues the MMA, so only it waits inside the loop.
+    Hopper twin: exercises on an H100 the same scheduler, the tma_bar[s] ring across tiles and
+    the Dsmem reuse; its MMA completion is `wgmma.wait_group`, so `tcgen05.commit` onto mma_bar
+    and TMEM reuse across tiles are exercised only by building this file for sm_100a.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -93,8 +75,8 @@ def hgemm_v6(M, N, K, sm_count):
     ):
         T.device_entry()
         # TODO 6.1: launch one CTA per SM
-        #   A persistent kernel launches as many CTAs as the GPU has SMs (sm_count, passed in) and lets each
-        #   loop over output tiles, instead of one CTA per tile. One-dimensional grid.
+        #   bx: this CTA's index in a one-dimensional grid of sm_count CTAs (sm_count is passed in), one CTA per SM;
+        #   each CTA then loops over output tiles instead of owning one. API: T.cta_id.
         todo("6.1 launch one CTA per SM")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
@@ -131,12 +113,12 @@ def hgemm_v6(M, N, K, sm_count):
 
         # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
         # TODO 6.2: the tile scheduler and this tile's origin
-        #   ClusterPersistentScheduler2D hands CTA bx the tiles bx, bx + sm_count, ... in an L2-friendly
-        #   order (groups of 8 tile rows, so their A and B tiles are reused from L2). Create it for the
-        #   (M/128) x (N/128) tiles and sm_count CTAs, init it with bx, and express m_st, n_st from its
-        #   current tile indices (they change as the scheduler advances).
+        #   tile_scheduler: a ClusterPersistentScheduler2D over the (M / BLK_M) x (N / BLK_N) output tiles, with
+        #   sm_count CTAs taking turns and an L2 group of 8 tile rows, initialised with this CTA's bx. m_st and n_st,
+        #   which the helpers below read, are expressions of its current tile indices (T.meta_var), so they follow the
+        #   scheduler as it advances. API: tvm.backend.cuda.lang.tile_scheduler.
         todo("6.2 the tile scheduler and this tile's origin")
-        # phases start at 0 ONCE per CTA and carry over from tile to tile
+        # the phase bits of step 5
         phase_mma: T.int32
         phase_mma = 0
         phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")  # one phase bit per stage
@@ -155,8 +137,6 @@ def hgemm_v6(M, N, K, sm_count):
         # ---- the K loop of one output tile, run by one elected thread of warp 0 alone ----
         @T.inline
         def mma_tile():
-            # Only the elected thread waits on tma_bar[s] and mma_bar: it alone makes their next
-            # phases possible, so it cannot miss one (see the protocol table).
             if warp_id == 0:
                 if T.cuda.elect_sync():
                     # ---- prefetch: fill both stages before the first MMA ----
@@ -202,12 +182,11 @@ def hgemm_v6(M, N, K, sm_count):
             T.ptx.tcgen05.wait__ld.sync.aligned()
             T.ptx.tcgen05.fence__before_thread_sync()
             Tx.cast(Dreg_f16[:], Dreg[:])
-            # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
             # TODO 6.3: wait until the previous tile's store has read Dsmem
-            #   Dsmem is reused for every tile, and the previous tile's TMA store was only committed, not waited
-            #   for: it may still be reading Dsmem. Warp 0 (the lane that issued it) waits for its bulk groups to
-            #   have finished READING shared memory (not for the global writes), then a CTA barrier before anyone
-            #   overwrites Dsmem. The last tile's store is waited for by the teardown, as in step 5.
+            #   Before the threads write this tile's rows into Dsmem, the previous tile's TMA store (committed, not
+            #   waited for) may still be reading it. The block guarantees that it has finished reading, for every
+            #   thread that writes next. The last tile's store is waited for by the teardown. API family:
+            #   T.ptx.cp.async_.bulk (wait_group and its .read form), T.cuda.cta_sync.
             todo("6.3 wait until the previous tile's store has read Dsmem")
             Tx.copy(Dsmem[warp_id * 32 + lane_id, :], Dreg_f16[:])
             # the TMA store reads Dsmem through the async proxy: fence, then sync
@@ -220,14 +199,12 @@ def hgemm_v6(M, N, K, sm_count):
                     T.ptx.cp.async_.bulk.commit_group()
 
         # TODO 6.4: every output tile of this CTA, one after the other
-        #   While the scheduler has a valid tile for this CTA: that tile's K loop (mma_tile), its writeback
-        #   (store_tile), then ask the scheduler for the next tile. m_st and n_st are expressions of the scheduler's
-        #   current tile, so the helpers follow it. The phases were initialised ONCE above and must not be reset per
-        #   tile: with an odd number of K tiles a barrier ends a tile in phase 1, and a wait for phase 0 would pass
-        #   at once on stale data.
+        #   Every output tile the scheduler gives this CTA: its K loop (mma_tile) and its writeback (store_tile), then
+        #   the scheduler's next tile. m_st and n_st follow the scheduler. API: the scheduler's valid() and
+        #   next_tile().
         todo("6.4 every output tile of this CTA, one after the other")
 
-        # ---- teardown: the store has completed and every TMEM read is done; warp 0 frees TMEM ----
+        # ---- teardown: the last store has completed and every TMEM read is done; warp 0 frees TMEM ----
         if warp_id == 0:
             T.ptx.cp.async_.bulk.wait_group(0)
         T.cuda.cta_sync()

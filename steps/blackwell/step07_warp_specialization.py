@@ -23,58 +23,40 @@ def hgemm_v7(M, N, K, sm_count):
 
     Grid: sm_count CTAs of 256 threads (two warpgroups). Each CTA walks its output tiles in
     ClusterPersistentScheduler2D's L2-grouped order, as in step 6; each role keeps its own copy of
-    the scheduler and walks the same tiles, so all roles agree on the number of tiles and of K tiles.
-    Roles and data path, per output tile (stage s and its phase come from a PipelineState that
-    counts K tiles from the first tile of the CTA on, PIPE_DEPTH = 2 stages):
-        TMA producer (warpgroup 1, warp 3, one elected thread): for each K tile: wait mma2tma[s]
-            (stage s is free) --> mbarrier.arrive.expect_tx(tma2mma[s], 32768) --> TMA A, B tiles
-            --> Asmem[s], Bsmem[s] (128B swizzle).
-        MMA issuer (warpgroup 1, warp 0, one elected thread): wait ld2mma (the writeback has read
-            the previous tile's accumulator out of TMEM) --> for each K tile: wait tma2mma[s] -->
-            tcgen05.mma (accumulate = k != 0) into TMEM columns [0, 128) --> tcgen05.commit onto
-            mma2tma[s]; after the last K tile: tcgen05.commit onto mma2ld.
-        Writeback (warpgroup 0, 128 threads, thread t owns row t): wait mma2ld --> in EPI_N = 64
-            column chunks: TMEM --tcgen05.ld + wait::ld--> registers; after the last chunk's load
-            arrive on ld2mma (TMEM free) --> fp16 --> Dsmem (128 x 64, 128B swizzle)
-            --fence.proxy.async + named barrier 1--> TMA store by one thread --> D.
+    the scheduler and walks the same tiles.
+    Roles and data path, per output tile (PIPE_DEPTH = 2 shared-memory stages):
+        TMA producer (warpgroup 1, warp 3, one elected thread): A, B (global) --TMA--> Asmem[s],
+            Bsmem[s] (128B swizzle), K tile after K tile.
+        MMA issuer (warpgroup 1, warp 0, one elected thread): Asmem[s], Bsmem[s]
+            --tcgen05.mma (accumulate = k != 0)--> accumulator in TMEM columns [0, 128).
+        Writeback (warpgroup 0, 128 threads, thread t owns row t): TMEM --tcgen05.ld + wait::ld,
+            in EPI_N = 64 column chunks--> registers --fp16--> Dsmem (128 x 64, 128B swizzle)
+            --TMA store by one thread--> D.
         Warpgroup 1's warps 1 and 2 have no role: they go straight to the teardown.
+    The roles hand over stages and the accumulator through four barriers, so that loads, MMAs
+    and the writeback of the previous tile overlap.
 
-    Barrier protocol (all barriers initialised once per CTA by thread 0, before any role starts):
-        | barrier     | count | who arrives                          | who waits            | starting phase |
-        |-------------|-------|--------------------------------------|----------------------|----------------|
-        | tma2mma[s]  | 1     | TMA thread: arrive.expect_tx(32768); | MMA thread           | 0 (consumer)   |
-        | s = 0, 1    | + tx  | the two TMA loads complete_tx        |                      |                |
-        | mma2tma[s]  | 1     | MMA thread: tcgen05.commit           | TMA thread           | 1 (producer:   |
-        | s = 0, 1    |       | (cta_group::1, unicast) per K tile   |                      | stages start   |
-        |             |       |                                      |                      | free)          |
-        | mma2ld      | 1     | MMA thread: tcgen05.commit after the | all 128 writeback    | 0 (consumer)   |
-        |             |       | last K tile of each output tile      | threads              |                |
-        | ld2mma      | 128   | every writeback thread, once per     | MMA thread           | 1 (producer:   |
-        |             |       | tile, after its last tcgen05.ld      |                      | TMEM starts    |
-        |             |       |                                      |                      | free)          |
-        Every phase is tracked by a PipelineState (stage, phase) that starts once per CTA and runs
-        on across tiles; the shared-memory stage is always the state's stage, never k % PIPE_DEPTH
-        (with K tiles not a multiple of PIPE_DEPTH the two would disagree from the second tile on).
-        The TMA and MMA loops run the same number of K tiles per output tile: with different trip
-        counts one of them waits for a phase that never comes.
-        No waiter can be lapped (issue 16): each barrier's next phase needs an arrival from each of
-        its waiters. tma2mma[s]'s next phase needs the MMA thread's commit on mma2tma[s], and the
-        other way round; mma2ld's next phase needs the next tile's MMAs, which wait on ld2mma,
-        which needs all 128 writeback threads to have arrived after their mma2ld wait.
-        tcgen05 ordering: the MMA thread fences (tcgen05.fence::after_thread_sync) after each wait;
-        the writeback fences after its mma2ld wait, and fences before_thread_sync after its last
-        tcgen05.wait::ld before it arrives on ld2mma.
-        Dsmem reuse: before writing Dsmem, writeback warp 0 waits until the previous TMA store
-        has read it (cp.async.bulk.wait_group.read 0), then named barrier 1 (128 threads).
-        Teardown: writeback warp 0 waits for its last store (wait_group 0); cta_sync; warp 0 of
-        the CTA (a writeback warp) frees TMEM.
+    Barrier protocol (initialised once per CTA by thread 0, before any role starts). Your first
+    task: fill in the ? cells, then write the code to match.
+        | barrier                                    | arrival count | who arrives | who waits | starting phase |
+        |--------------------------------------------|---------------|-------------|-----------|----------------|
+        | tma2mma[s] ("stage s has landed")          | ?             | ?           | ?         | ?              |
+        | mma2tma[s] ("stage s may be refilled")     | ?             | ?           | ?         | ?              |
+        | mma2ld ("the accumulator is complete")     | ?             | ?           | ?         | ?              |
+        | ld2mma ("TMEM has been read out: free")    | ?             | ?           | ?         | ?              |
+        Questions the table and the code must answer: which side of each barrier produces and
+        which consumes, and in which phase must each side's first wait be, given that nothing has
+        arrived yet? How many arrivals complete one phase? Which threads may wait on each barrier,
+        given that a parity wait cannot tell phase n from phase n + 2? How do the stage index and
+        the phases run from one tile to the next when K_TILES is not a multiple of PIPE_DEPTH? What
+        orders the tcgen05 operations after each wait, and the TMEM reads before TMEM is handed
+        back? How does the writeback warpgroup synchronise on Dsmem while the other warpgroup is
+        elsewhere?
 
-    Hopper twin: solutions/hopper/step07 runs this role split (a producer warpgroup and a consumer
-    warpgroup), the full/empty rings tma2mma / mma2tma with producer phase 1 and consumer phase 0,
-    the stage counter carried across tiles and the Dsmem reuse rule on an H100. Its MMA completion
-    is wgmma.wait_group in the consumer itself, so tcgen05.commit onto mma2tma and mma2ld, the TMEM
-    handover through ld2mma and the tcgen05 fences are checked here only by the build (sm_100a and
-    sm_103a) and by reading the generated code.
+    Hopper twin: solutions/hopper/step07 runs a producer/consumer role split with full/empty rings
+    on an H100. Its MMA completion is wgmma.wait_group in the consumer itself, so tcgen05.commit
+    onto barriers, the TMEM handover and the tcgen05 fences are checked here only by the build
+    (sm_100a and sm_103a) and by reading the generated code.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -109,11 +91,10 @@ def hgemm_v7(M, N, K, sm_count):
         pool = T.SMEMPool()
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
         # TODO 7.1: the four barrier roles
-        #   From `pool`, before move_base_to, with the classes of tvm.backend.cuda.lang.pipeline: a
-        #   TMABar of PIPE_DEPTH (tma2mma: stage s has landed), a TCGen05Bar of PIPE_DEPTH (mma2tma:
-        #   the MMA that read stage s is done), a TCGen05Bar of 1 (mma2ld: the accumulator is
-        #   complete) and a plain MBarrier of 1 (ld2mma: the writeback has read TMEM out). Use those
-        #   four names.
+        #   Four barrier arrays from `pool`, before move_base_to, named tma2mma, mma2tma, mma2ld and ld2mma (their
+        #   meanings are in the table), each with one slot per thing it guards (a stage, the accumulator).
+        #   tvm.backend.cuda.lang.pipeline offers MBarrier, TMABar and TCGen05Bar (class(pool, depth)); they differ in
+        #   what their arrive() issues, so the class follows from who arrives.
         todo("7.1 the four barrier roles")
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
@@ -127,12 +108,10 @@ def hgemm_v7(M, N, K, sm_count):
 
         # ---- barrier init (thread 0 of the CTA, outside any role branch) ----
         # TODO 7.2: arrival counts
-        #   `.init(count)` on each: 1 for the three barriers that one thread signals per phase
-        #   (expect_tx, tcgen05.commit), WB_THREADS for ld2mma (every writeback thread arrives). A
-        #   count above the arrivals per phase hangs; below it releases TMEM while it is still being
-        #   read. Keep the init here, outside every role branch: an init inside a branch that thread
-        #   0 never takes leaves the barrier uninitialised and its waiters hang (.init already
-        #   restricts itself to thread 0).
+        #   Every barrier gets its arrival count per phase (your table) with .init(count). The init stays here,
+        #   outside every role branch: .init restricts itself to thread 0, and an init inside a branch that thread 0
+        #   never takes leaves the barrier uninitialised, so its waiters hang. A count that differs from the arrivals
+        #   per phase either never completes a phase or completes it early.
         todo("7.2 arrival counts")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
@@ -151,42 +130,35 @@ def hgemm_v7(M, N, K, sm_count):
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
 
         # TODO 7.3: the TMA producer: warpgroup 1, warp 3, one thread
-        #   Branch on wg_id and warp_id, then one elected thread (T.cuda.elect_sync()) walks the
-        #   tiles (tile_scheduler.valid() / next_tile()) and their K tiles. Track stage and phase
-        #   with a PipelineState(PIPE_DEPTH, phase): the producer waits on mma2tma, which nobody has
-        #   arrived on yet, so it starts at phase 1 (a wait for phase 1 of a fresh barrier returns
-        #   at once: all stages start free); swapping the starting phases of producer and consumer
-        #   hangs both. Per K tile: wait mma2tma at the state's stage, arm tma2mma there with
-        #   TILE_BYTES (TMABar.arrive with a byte count), TMA A and B into that stage with mbar =
-        #   tma2mma's slot, advance the state. The shared-memory slot is the state's stage, not k %
-        #   PIPE_DEPTH (which restarts each tile while the barrier stages run on). Trap: this loop
-        #   and the MMA loop must make the same trips (tiles and K tiles), or one side waits for a
-        #   phase that never comes.
+        #   In its branch, one thread walks every tile of tile_scheduler (valid(), next_tile()) and the K_TILES K
+        #   tiles of each, and loads A and B of each K tile through the TMA unit into a stage that is free, onto that
+        #   stage's tma2mma slot (arming it with the bytes that land, TILE_BYTES). It tracks the stage and phase with
+        #   a PipelineState(depth, phase) of tvm.backend.cuda.lang.pipeline (.stage, .phase, .advance()) that runs
+        #   across tiles; the slot of Asmem and Bsmem is the state's stage. It makes exactly the trips (tiles, K
+        #   tiles) the MMA issuer makes. API family: the barriers' wait(slot, phase) and arrive, Tx.copy_async
+        #   (dispatch, mbar = a barrier's ptr_to([slot])).
         todo("7.3 the TMA producer: warpgroup 1, warp 3, one thread")
 
         # TODO 7.4: the MMA issuer: warpgroup 1, warp 0, one thread
-        #   One elected thread walks the same tiles and K tiles as the producer. Per tile: wait
-        #   ld2mma (its own PipelineState of depth 1 on the producer side: TMEM starts free, phase
-        #   1), then tcgen05.fence::after_thread_sync. Per K tile: wait tma2mma (consumer side:
-        #   phase 0), fence, Tx.gemm_async into TMEM columns [0, BLK_N) with accumulate off for the
-        #   first K tile only, then TCGen05Bar.arrive on mma2tma at that stage (the stage is free
-        #   once these MMAs finish), advance. After the last K tile: arrive on mma2ld. Only this
-        #   thread waits on tma2mma and ld2mma: a waiter that does not gate a barrier's next phase
-        #   can be lapped by it (issue 16) and hang.
+        #   One thread walks the same tiles and K tiles as the producer. Per tile it waits until TMEM is free for a
+        #   new accumulator; per K tile it waits until the stage has landed, multiplies it into TMEM columns [0,
+        #   BLK_N) (accumulate off for the first K tile of the tile only) and releases the stage once its MMAs have
+        #   finished; after the last K tile it hands the accumulator to the writeback. One PipelineState per barrier
+        #   ring it waits on, running across tiles. Every tcgen05 operation issued after a wait must be ordered after
+        #   it. API family: the barriers' wait and arrive (TCGen05Bar.arrive is a tcgen05.commit), Tx.gemm_async
+        #   (dispatch "tcgen05", cta_group=1), the tcgen05 fences.
         todo("7.4 the MMA issuer: warpgroup 1, warp 0, one thread")
 
         # TODO 7.5: the writeback: warpgroup 0, 128 threads, thread t owns row t
-        #   All 128 threads (thread t = row t) walk the tiles. Per tile: wait mma2ld (consumer,
-        #   phase 0), then tcgen05.fence::after_thread_sync, or the TMEM loads may not see the MMA's
-        #   result. For each of BLK_N // EPI_N chunks: Tx.wg.copy_async from TMEM columns of the
-        #   chunk + tcgen05.wait::ld; after the last chunk's load, tcgen05.fence::before_thread_sync
-        #   and every thread arrives on ld2mma (WB_THREADS arrivals: its init count); cast to fp16;
-        #   warp 0 waits until the previous TMA store has read Dsmem
-        #   (cp.async.bulk.wait_group.read); sync the warpgroup on named barrier WB_BARRIER (not
-        #   cta_sync: the other warpgroup never comes); write your row of Dsmem; fence.proxy.async;
-        #   sync again; one thread stores the chunk to D at column n_st + c * EPI_N and commits the
-        #   bulk group. After the loop warp 0 waits for its last stores (wait_group 0): the teardown
-        #   then frees TMEM.
+        #   The 128 threads of warpgroup 0 walk the tiles. Per tile, once the accumulator is complete, they read it
+        #   from TMEM in BLK_N // EPI_N chunks (registers Dreg, Dreg_f16 and the view Dreg_wg of EPI_N columns, as in
+        #   step 6's store_tile; Tx.wg.copy_async, tcgen05.wait::ld), give TMEM back to the MMA issuer as soon as
+        #   their last read of the tile is done, and store each chunk through Dsmem with one TMA store to D's columns
+        #   n_st + c * EPI_N. Dsmem is rewritten per chunk (step 6's rule). The other warpgroup never takes part: a
+        #   CTA-wide barrier here would hang, so the warpgroup syncs on the named barrier WB_BARRIER
+        #   (T.cuda.warpgroup_sync). Before the teardown frees TMEM and exits, the last stores have completed. API
+        #   family: the barriers' wait and arrive, the tcgen05 fences, T.ptx.fence.proxy, T.ptx.cp.async_.bulk,
+        #   Tx.copy, Tx.copy_async.
         todo("7.5 the writeback: warpgroup 0, 128 threads, thread t owns row t")
 
         # ---- teardown: every role is done; warp 0 of the CTA frees TMEM ----

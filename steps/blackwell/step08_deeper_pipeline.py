@@ -1,12 +1,9 @@
 """Step 8 (Blackwell): a deeper pipeline.
 
-Step 7's roles and barriers, with six shared-memory stages instead of two. With two stages the
+Step 7's roles and barriers, with a deeper ring of shared-memory stages. With two stages the
 TMA thread can be at most one K tile ahead of the MMA: a load that takes longer than one K tile's
-MMAs (about 0.2 us at 128x128x64) stalls the tensor core. Six stages (6 x 32 KiB of A and B, the
-most that fit beside Dsmem in the 227 KiB a CTA may use, computed from the tile sizes) let the
-loads run five K tiles ahead. The public B200 solutions of this step use four; six is not measured
-(no Blackwell GPU here). Nothing else changes: the stage and phase of every barrier come
-from the same PipelineStates, which wrap at PIPE_DEPTH.
+MMAs (about 0.2 us at 128x128x64) stalls the tensor core. How many stages fit, and what else
+must change when PIPE_DEPTH grows?
 """
 
 import tvm
@@ -27,7 +24,7 @@ def hgemm_v8(M, N, K, sm_count):
     ClusterPersistentScheduler2D's L2-grouped order, as in step 6; each role keeps its own copy of
     the scheduler and walks the same tiles, so all roles agree on the number of tiles and of K tiles.
     Roles and data path, per output tile (stage s and its phase come from a PipelineState that
-    counts K tiles from the first tile of the CTA on, PIPE_DEPTH = 6 stages):
+    counts K tiles from the first tile of the CTA on, PIPE_DEPTH stages: TODO 8.1):
         TMA producer (warpgroup 1, warp 3, one elected thread): for each K tile: wait mma2tma[s]
             (stage s is free) --> mbarrier.arrive.expect_tx(tma2mma[s], 32768) --> TMA A, B tiles
             --> Asmem[s], Bsmem[s] (128B swizzle).
@@ -45,9 +42,9 @@ def hgemm_v8(M, N, K, sm_count):
         | barrier     | count | who arrives                          | who waits            | starting phase |
         |-------------|-------|--------------------------------------|----------------------|----------------|
         | tma2mma[s]  | 1     | TMA thread: arrive.expect_tx(32768); | MMA thread           | 0 (consumer)   |
-        | s = 0..5    | + tx  | the two TMA loads complete_tx        |                      |                |
+        | s < DEPTH   | + tx  | the two TMA loads complete_tx        |                      |                |
         | mma2tma[s]  | 1     | MMA thread: tcgen05.commit           | TMA thread           | 1 (producer:   |
-        | s = 0..5    |       | (cta_group::1, unicast) per K tile   |                      | stages start   |
+        | s < DEPTH   |       | (cta_group::1, unicast) per K tile   |                      | stages start   |
         |             |       |                                      |                      | free)          |
         | mma2ld      | 1     | MMA thread: tcgen05.commit after the | all 128 writeback    | 0 (consumer)   |
         |             |       | last K tile of each output tile      | threads              |                |
@@ -60,8 +57,9 @@ def hgemm_v8(M, N, K, sm_count):
         for example 9 K tiles per tile at 4096 x 2944 x 576).
         The TMA and MMA loops run the same number of K tiles per output tile: with different trip
         counts one of them waits for a phase that never comes.
-        No waiter can be lapped (issue 16): each barrier's next phase needs an arrival from each of
-        its waiters. tma2mma[s]'s next phase needs the MMA thread's commit on mma2tma[s], and the
+        No waiter can be lapped (a parity wait cannot tell phase n from phase n + 2, so a thread
+        may wait on a barrier in a loop only if the barrier's next phase needs an arrival from it):
+        each barrier's next phase needs an arrival from each of its waiters. tma2mma[s]'s next phase needs the MMA thread's commit on mma2tma[s], and the
         other way round; mma2ld's next phase needs the next tile's MMAs, which wait on ld2mma,
         which needs all 128 writeback threads to have arrived after their mma2ld wait.
         tcgen05 ordering: the MMA thread fences (tcgen05.fence::after_thread_sync) after each wait;
@@ -90,12 +88,11 @@ def hgemm_v8(M, N, K, sm_count):
     WB_THREADS = 128  # the writeback warpgroup
     WB_BARRIER = 1  # named barrier id of the writeback warpgroup (0 is the CTA barrier)
     # TODO 8.1: as many stages as shared memory holds
-    #   Step 7's two stages let the loads be one K tile ahead; take as many as fit. Name the budget
-    #   (SMEM_PER_CTA: what one CTA may use), what the epilogue takes of it (EPILOGUE_SMEM: the Dsmem tile,
-    #   and the barriers below the 1024-aligned tiles), and derive PIPE_DEPTH from them and the bytes of one
-    #   stage, so that a later step that changes a tile changes the depth with it. Trap: count in bytes of
-    #   fp16. Nothing else changes: every PipelineState wraps at PIPE_DEPTH, and the shared-memory slot
-    #   follows the barrier stage.
+    #   PIPE_DEPTH: the number of stages the ring has, replacing step 7's 2, as many as one CTA's shared memory holds
+    #   beside everything else it allocates. Name the budget SMEM_PER_CTA (what one CTA may use) and what the rest
+    #   takes EPILOGUE_SMEM (Dsmem, and what the barriers take below the 1024-aligned tiles), and derive PIPE_DEPTH
+    #   from them and the bytes of one stage, so that a later step that changes a tile changes the depth with it.
+    #   Every PipelineState wraps at PIPE_DEPTH.
     todo("8.1 as many stages as shared memory holds")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))

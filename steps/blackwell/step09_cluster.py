@@ -23,60 +23,42 @@ def hgemm_v9(M, N, K, sm_count):
     """D = A @ B^T for M, N multiples of 256, K a multiple of 64 (fp16 in, fp32 in TMEM, fp16 out).
 
     Grid: sm_count CTAs of 256 threads, in clusters of 2 (cbx = rank in the cluster, 0 or 1).
-    Cluster c = bx // 2 walks the 256x256 cluster tiles c, c + sm_count / 2, ... in
-    ClusterPersistentScheduler2D's L2-grouped order; both CTAs and all roles walk the same tiles.
-    In cluster tile (m_idx, n_idx) CTA cbx loads A rows a_st = (2 m_idx + cbx) * 128 and B rows
-    b_st = (2 n_idx + cbx) * 128, and writes D[a_st : +128, n_idx * 256 : +256].
-    Roles and data path, per cluster tile (stage s and phases from PipelineStates as in step 8,
-    PIPE_DEPTH = 6, the most that fit as in step 8):
-        TMA producer (each CTA: warpgroup 1, warp 3, one thread): for each K tile: wait its own
-            mma2tma[s] --> CTA 0 only: mbarrier.arrive.expect_tx(tma2mma[s], 65536 = the bytes of
-            BOTH CTAs' loads) --> TMA (cta_group::2) of its A and B tiles --> its Asmem[s],
-            Bsmem[s]; the loads signal CTA 0's tma2mma[s] (address mapped into CTA 0 with mapa).
-        MMA issuer (CTA 0 only: warpgroup 1, warp 0, one thread): wait ld2mma (both CTAs'
-            writebacks have read the previous tile) --> for each K tile: wait tma2mma[s] -->
-            tcgen05.mma.cta_group::2, M = 256, N = 256 (accumulate = k != 0), A and B read from
-            both CTAs --> TMEM columns [0, 256) of both CTAs --> tcgen05.commit.cta_group::2
-            multicast (mask 0b11) onto mma2tma[s] of both CTAs; after the last K tile: the same
-            multicast commit onto mma2ld of both CTAs.
-        Writeback (each CTA: warpgroup 0, thread t owns row t of the CTA's 128 rows): wait its
-            own mma2ld --> 4 chunks of EPI_N = 64 columns: TMEM --tcgen05.ld--> registers; after
-            the last chunk's load arrive on CTA 0's ld2mma (remote arrive, mapa) --> fp16 -->
-            Dsmem --fence.proxy.async + named barrier 1--> TMA store by one thread --> D.
+    The clusters walk the 256x256 cluster tiles in ClusterPersistentScheduler2D's L2-grouped
+    order; both CTAs and all roles walk the same tiles. Of a cluster tile, each CTA loads 128 rows
+    of A and 128 rows of B, and writes its 128 rows x 256 columns of D (which rows: TODO 9.5).
+    Roles and data path, per cluster tile (stages and phases from PipelineStates, PIPE_DEPTH as
+    in step 8):
+        TMA producer (each CTA: warpgroup 1, warp 3, one thread): its A and B tiles (global)
+            --TMA, cta_group::2--> its own Asmem[s], Bsmem[s].
+        MMA issuer (CTA 0: warpgroup 1, warp 0, one thread): Asmem[s], Bsmem[s] of BOTH CTAs
+            --tcgen05.mma.cta_group::2, M = 256, N = 256 (accumulate = k != 0)--> TMEM columns
+            [0, 256) of both CTAs (rows 0-127 of the pair in CTA 0, 128-255 in CTA 1).
+        Writeback (each CTA: warpgroup 0, thread t owns row t of the CTA's 128 rows): TMEM
+            --tcgen05.ld, 4 chunks of EPI_N = 64 columns--> registers --fp16--> Dsmem --TMA
+            store by one thread--> D.
+    Every barrier exists in both CTAs (same shared-memory offset); which copy is armed, arrived
+    on and waited on is part of the design.
 
-    Barrier protocol (initialised by thread 0 of each CTA; then a CLUSTER-wide sync, because CTA 1
-    arrives on CTA 0's barriers and CTA 0 commits onto CTA 1's, before any role starts):
-        | barrier     | count | who arrives                          | who waits            | starting phase |
-        |-------------|-------|--------------------------------------|----------------------|----------------|
-        | tma2mma[s]  | 1     | CTA 0's TMA thread: arrive.expect_tx | CTA 0's MMA thread   | 0 (consumer)   |
-        | (CTA 0's)   | + tx  | (65536); the four TMA loads of BOTH  |                      |                |
-        |             |       | CTAs complete_tx on CTA 0's barrier  |                      |                |
-        |             |       | (CTA 1's copy is initialised, unused)|                      |                |
-        | mma2tma[s]  | 1     | CTA 0's MMA thread: tcgen05.commit   | each CTA's TMA       | 1 (producer)   |
-        | (each CTA)  |       | cta_group::2, multicast mask 0b11    | thread, its own copy |                |
-        | mma2ld      | 1     | CTA 0's MMA thread: tcgen05.commit   | each CTA's 128       | 0 (consumer)   |
-        | (each CTA)  |       | cta_group::2, multicast mask 0b11    | writeback threads    |                |
-        | ld2mma      | 256   | all 128 writeback threads of EACH    | CTA 0's MMA thread   | 1 (producer)   |
-        | (CTA 0's)   |       | CTA (128 x 2): mbarrier.arrive.      |                      |                |
-        |             |       | shared::cluster to CTA 0             |                      |                |
-        The arrival count of ld2mma is 128 per CTA x 2 CTAs: with 128 the MMA would overwrite the
-        accumulator while one CTA is still reading it; the bytes armed on tma2mma are those of
-        both CTAs, or the phase completes before CTA 1's tiles have landed.
-        No waiter can be lapped (issue 16): tma2mma[s]'s next phase needs CTA 0's MMA thread to
-        commit mma2tma[s]; each CTA's mma2tma[s] next phase needs a tma2mma[s] phase that needs
-        bytes from both CTAs' TMA threads, each loading only after its own mma2tma[s] wait;
-        mma2ld's next phase needs ld2mma, which needs all 256 writeback threads.
+    Barrier protocol (initialised by thread 0 of each CTA before any role starts). Your first
+    task: fill in the ? cells, then write the code to match.
+        | barrier                                        | arrival count | who arrives | who waits | starting phase |
+        |------------------------------------------------|---------------|-------------|-----------|----------------|
+        | tma2mma[s] ("stage s has landed in the pair")  | ?             | ?           | ?         | ?              |
+        | mma2tma[s] ("stage s may be refilled")         | ?             | ?           | ?         | ?              |
+        | mma2ld ("the pair's accumulator is complete")  | ?             | ?           | ?         | ?              |
+        | ld2mma ("TMEM has been read out: free")        | ?             | ?           | ?         | ?              |
+        Questions the table and the code must answer: which CTA's copy of each barrier does each
+        role use? How many bytes and arrivals complete a phase of the barrier the pair's loads
+        land on? How many arrivals must ld2mma count now? How does one commit complete a barrier
+        in both CTAs? When must the two CTAs synchronise with each other (think of a CTA that
+        arrives on its peer's barrier, or exits while its peer's MMA still writes its TMEM)?
         Stage, phase and accumulator rules as in step 8; the tcgen05 fences as in step 7.
-        Teardown: each writeback warp 0 waits for its last store; then a cluster-wide sync (no CTA
-        may exit or free TMEM while its peer can still arrive on its barriers or the MMA can
-        still write its TMEM); warp 0 of each CTA frees TMEM (tcgen05.dealloc.cta_group::2).
 
-    Hopper twin: solutions/hopper/step09 runs a 2-CTA cluster on an H100 with the cluster launch,
-    cta_id_in_cluster, the cluster-wide sync after barrier init and before exit, and remote
-    mbarrier arrives onto the peer CTA (mapa + mbarrier.arrive.shared::cluster); its pair shares
-    B by TMA multicast instead. The cta_group::2 MMA, its multicast tcgen05.commit, cta_group::2
-    TMA loads completing on the peer's barrier, and TMEM allocated per pair are checked here
-    only by the build (sm_100a and sm_103a) and by reading the generated code.
+    Hopper twin: solutions/hopper/step09 runs a 2-CTA cluster on an H100 (cluster launch,
+    cta_id_in_cluster, cluster-wide syncs, remote mbarrier arrives onto the peer CTA); its pair
+    shares B by TMA multicast instead. The cta_group::2 MMA, its multicast tcgen05.commit,
+    cta_group::2 TMA loads and TMEM allocated per pair are checked here only by the build (sm_100a
+    and sm_103a) and by reading the generated code.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -92,8 +74,8 @@ def hgemm_v9(M, N, K, sm_count):
     EPILOGUE_SMEM = BLK_M * EPI_N * 2 + 1024  # Dsmem, and the 1 KiB the barriers take below the tiles
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES  # the most whole stages that fit
     # TODO 9.1: the pair's MMA shape
-    #   CTA_GROUP CTAs per cluster (2). The MMA's M is the pair's rows of A (BLK_M from each CTA)
-    #   and its N the pair's rows of B (BLK_N from each CTA): both twice a CTA's.
+    #   CTA_GROUP: the CTAs of a cluster, which is also the tcgen05 cta_group of the pair's MMA; MMA_M, MMA_N: the
+    #   shape of that one MMA (the data path above), from the per-CTA tile sizes.
     todo("9.1 the pair's MMA shape")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
@@ -110,8 +92,8 @@ def hgemm_v9(M, N, K, sm_count):
         T.device_entry()
         bx = T.cta_id([sm_count])
         # TODO 9.2: the cluster
-        #   T.cta_id_in_cluster with extents [CTA_GROUP, 1] returns two ids; name the first cbx (0
-        #   or 1) and ignore the second. The launch takes the cluster size from this declaration.
+        #   cbx: this CTA's rank in its cluster (0 or 1). The launch takes the cluster shape from this declaration.
+        #   API: T.cta_id_in_cluster (one extent per grid dimension; it returns one id per dimension).
         todo("9.2 the cluster")
         wg_id = T.warpgroup_id([WG_NUMBER])
         warp_id = T.warp_id_in_wg([4])
@@ -120,8 +102,8 @@ def hgemm_v9(M, N, K, sm_count):
         # ---- shared memory: TMEM address slot + barriers, then the tiles at 1 KiB ----
         pool = T.SMEMPool()
         # TODO 9.3: TMEM allocated for the pair
-        #   The TMEMPool of each CTA gets cta_group=CTA_GROUP: warp 0 of BOTH CTAs runs the
-        #   cta_group::2 alloc (and later the dealloc); exactly one warp per CTA.
+        #   tmem_pool: step 8's TMEMPool (it takes the address slot, so it comes first in `pool`), now allocating TMEM
+        #   for the pair, since the pair's MMA writes both CTAs' TMEM.
         todo("9.3 TMEM allocated for the pair")
         tma2mma = TMABar(pool, PIPE_DEPTH)
         mma2tma = TCGen05Bar(pool, PIPE_DEPTH)
@@ -138,44 +120,43 @@ def hgemm_v9(M, N, K, sm_count):
         tmem = tmem_pool.alloc((128, 512), "float32")
 
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
-        # TODO 9.4: arrival counts for the pair, and a cluster-wide sync
-        #   ld2mma now collects the writeback threads of both CTAs on CTA 0's copy: WB_THREADS x
-        #   CTA_GROUP arrivals; with 128 the MMA overwrites TMEM while the other CTA still reads it.
-        #   The other three stay 1 (one expect_tx, one multicast commit per phase). After the init
-        #   fences, sync the cluster (T.cuda.cluster_sync) instead of the CTA, then
-        #   fence::after_thread_sync: CTA 1 arrives on CTA 0's barriers and must not before CTA 0
-        #   has initialised them.
-        todo("9.4 arrival counts for the pair, and a cluster-wide sync")
+        # TODO 9.4: arrival counts for the pair, and the init made visible
+        #   Each barrier's arrival count per phase for the pair (your table), with .init. Then the initialisation must
+        #   be visible before any role starts, to every thread that arrives on, commits to or loads onto a barrier, in
+        #   this CTA or its peer; keep step 8's init fences and tcgen05 fences around that synchronisation. A count
+        #   that differs from the arrivals per phase hangs or releases early.
+        todo("9.4 arrival counts for the pair, and the init made visible")
         # TMEMPool addresses columns from 0: a 512-column allocation always starts there.
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
         # TODO 9.5: the scheduler walks cluster tiles; this CTA's rows of A, B and D
-        #   M // MMA_M by N // MMA_N tiles, sm_count // CTA_GROUP clusters, initialised with the
-        #   cluster index bx // CTA_GROUP. This CTA loads A rows (2 m_idx + cbx) x 128 (m_st) and B
-        #   rows (2 n_idx + cbx) x 128 (n_st); it writes D rows m_st and the pair's MMA_N columns
-        #   from n_idx x MMA_N (d_n_st). Keep them meta_vars so they follow the scheduler.
+        #   tile_scheduler walks the cluster tiles (MMA_M x MMA_N each); the clusters take turns, each starting at its
+        #   own index. Then, as T.meta_vars of the scheduler's m_idx, n_idx and cbx: m_st, this CTA's first row of A
+        #   (and of D), n_st, its first row of B, and d_n_st, the first column of D of the cluster tile. The two CTAs'
+        #   rows of A together must be the MMA's M rows, their rows of B its N.
         todo("9.5 the scheduler walks cluster tiles; this CTA's rows of A, B and D")
 
         # ---- TMA producer: warpgroup 1, warp 3, one thread, in each CTA ----
         if wg_id == 1:
             if warp_id == 3:
                 tma_state = PipelineState(PIPE_DEPTH, 1)  # producer: stages start free
-                # TODO 9.6: both CTAs' loads complete on CTA 0's barrier
-                #   A view of tma2mma mapped into CTA 0's shared memory (MBarrier.remote_view(0));
-                #   make it once, outside the loops, and name it tma2mma_cta0.
-                todo("9.6 both CTAs' loads complete on CTA 0's barrier")
+                # TODO 9.6: the barrier the pair's loads complete on
+                #   A view of the tma2mma copy that the pair's loads complete on (your table), made once, outside the
+                #   loops, for TODO 9.7 (its ptr_to([s]) is the loads' mbar). API: MBarrier.remote_view(rank).
+                todo("9.6 the barrier the pair's loads complete on")
                 if T.cuda.elect_sync():
                     while tile_scheduler.valid():
                         for k in T.serial(K_TILES):
                             s = T.meta_var(tma_state.stage)
                             mma2tma.wait(s, tma_state.phase)
-                            # TODO 9.7: CTA 0 arms its barrier for the pair; cta_group=2 loads
-                            #   If cbx is 0, arrive.expect_tx on tma2mma at stage s with TILE_BYTES
-                            #   x CTA_GROUP (CTA 1's copy is never armed or waited on). Both CTAs' A
-                            #   and B loads get cta_group=CTA_GROUP and mbar = tma2mma_cta0's slot
-                            #   s. Trap: arming with one CTA's bytes completes the phase before CTA
-                            #   1's tiles have landed.
-                            todo("9.7 CTA 0 arms its barrier for the pair; cta_group=2 loads")
+                            # TODO 9.7: arm the pair's barrier; the pair's loads
+                            #   At the state's stage s (mma2tma already waited on above): the barrier the MMA issuer
+                            #   waits on is armed for everything that lands there in this K tile, and this CTA's A and
+                            #   B tiles of the K tile are loaded into its Asmem[s] and Bsmem[s] as cta_group loads
+                            #   completing on the view of TODO 9.6. API: TMABar.arrive(slot, bytes), Tx.copy_async
+                            #   (dispatch, mbar, cta_group). Trap: arming with one CTA's bytes completes the phase
+                            #   before the peer's tiles have landed.
+                            todo("9.7 arm the pair's barrier; the pair's loads")
                             tma_state.advance()
                         tile_scheduler.next_tile()
 
@@ -184,14 +165,13 @@ def hgemm_v9(M, N, K, sm_count):
             if warp_id == 0:
                 mma_state = PipelineState(PIPE_DEPTH, 0)  # consumer of tma2mma
                 acc_state = PipelineState(1, 1)  # producer of the accumulator: TMEM starts free
-                # TODO 9.8: CTA 0 issues the pair's MMA and multicasts its commits
-                #   Only cbx == 0 runs the MMA loop (CTA 1's warp skips it entirely: running the
-                #   loop without the MMA would wait on barriers nobody completes). As in step 8 but
-                #   gemm_async into TMEM columns [0, MMA_N) with cta_group=CTA_GROUP, and both
-                #   commits multicast to both CTAs: TCGen05Bar.arrive with cta_group=CTA_GROUP and
-                #   cta_mask=0b11, so each CTA's TMA thread finds its own mma2tma and each writeback
-                #   its own mma2ld completed.
-                todo("9.8 CTA 0 issues the pair's MMA and multicasts its commits")
+                # TODO 9.8: the pair's MMA loop
+                #   The MMA loop of step 8, for the pair: the MMA issuer of the data path issues the MMAs into TMEM
+                #   columns [0, MMA_N) with cta_group=CTA_GROUP, and its commits must complete the mma2tma and mma2ld
+                #   copies that each CTA's waiters wait on. A warp that runs the loop without issuing the MMAs waits
+                #   on barriers nobody completes. API: Tx.gemm_async, TCGen05Bar.arrive(slot, cta_group=...,
+                #   cta_mask=...).
+                todo("9.8 the pair's MMA loop")
 
         # ---- writeback: warpgroup 0, 128 threads, thread t owns row t of this CTA ----
         if wg_id == 0:
@@ -206,13 +186,12 @@ def hgemm_v9(M, N, K, sm_count):
                 for c in T.unroll(MMA_N // EPI_N):
                     Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, c * EPI_N:(c + 1) * EPI_N])
                     T.ptx.tcgen05.wait__ld.sync.aligned()
-                    # TODO 9.9: release the accumulator to CTA 0's MMA
-                    #   Once per tile, after the chunk loop's last TMEM load (as in step 8: ld2mma counts
-                    #   one arrival per thread per phase, and this TODO sits inside the chunk loop):
-                    #   tcgen05.fence::before_thread_sync, then every writeback thread of both CTAs
-                    #   arrives on CTA 0's ld2mma: MBarrier.arrive with remote=0 (mapa, then
-                    #   mbarrier.arrive.shared::cluster).
-                    todo("9.9 release the accumulator to CTA 0's MMA")
+                    # TODO 9.9: release the accumulator to the MMA issuer
+                    #   Once per tile, after this thread's last TMEM read of the tile (this TODO sits inside the chunk
+                    #   loop), release the accumulator on the ld2mma copy that the MMA issuer waits on, with the TMEM
+                    #   reads ordered before the release. API: MBarrier.arrive(slot, remote=rank) (mapa, then
+                    #   mbarrier.arrive.shared::cluster), the tcgen05 fences.
+                    todo("9.9 release the accumulator to the MMA issuer")
                     Tx.cast(Dreg_f16[:], Dreg[:])
                     # the previous TMA store must have finished reading Dsmem
                     if warp_id == 0:
@@ -232,10 +211,10 @@ def hgemm_v9(M, N, K, sm_count):
                 T.ptx.cp.async_.bulk.wait_group(0)
 
         # ---- teardown: both CTAs are done; warp 0 of each CTA frees the pair's TMEM ----
-        # TODO 9.10: a cluster-wide sync before TMEM is freed
-        #   CTA 0's MMA writes CTA 1's TMEM and CTA 1 arrives on CTA 0's barriers: a cluster-wide
-        #   sync, not a CTA sync, before the dealloc (and before either CTA exits).
-        todo("9.10 a cluster-wide sync before TMEM is freed")
+        # TODO 9.10: the pair is done before TMEM is freed
+        #   Before the dealloc, and before either CTA exits, nothing may still write this CTA's TMEM or arrive on its
+        #   barriers: not this CTA, and not its peer. API family: T.cuda's synchronisations.
+        todo("9.10 the pair is done before TMEM is freed")
         tmem_pool.dealloc()
     # fmt: on
 

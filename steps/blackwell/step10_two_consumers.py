@@ -22,60 +22,42 @@ def hgemm_v10(M, N, K, sm_count):
     """D = A @ B^T for M a multiple of 512, N of 256, K of 64 (fp16 in, fp32 in TMEM, fp16 out).
 
     Grid: sm_count CTAs of 384 threads (three warpgroups), in clusters of 2 (cbx = rank, 0 or 1).
-    Cluster c = bx // 2 walks the 512x256 cluster tiles c, c + sm_count / 2, ... in
-    ClusterPersistentScheduler2D's L2-grouped order; both CTAs and all roles walk the same tiles.
-    In cluster tile (m_idx, n_idx), consumer j (0 or 1) of CTA cbx owns A and D rows
-    a_st(j) = (4 m_idx + 2 j + cbx) * 128, and CTA cbx loads B rows b_st = (2 n_idx + cbx) * 128;
-    consumer j's MMA covers rows (4 m_idx + 2 j) * 128 : +256 of the pair, columns n_idx * 256 : +256.
-    Roles and data path, per cluster tile (stage s and phases from PipelineStates, PIPE_DEPTH = 4):
-        TMA producer (each CTA: warpgroup 2, warp 3, one thread): for each K tile: wait its own
-            mma2tma[s] --> CTA 0 only: arrive.expect_tx(tma2mma[s], 98304 = 2 CTAs x (two A tiles
-            + one B tile)) --> TMA (cta_group::2) of A rows a_st(0), a_st(1) into Asmem[s, 0],
-            Asmem[s, 1] and of B rows b_st into Bsmem[s]; all signal CTA 0's tma2mma[s].
-        MMA issuers (CTA 0 only: warpgroup 2, warps j = 0 and 1, one thread each): wait ld2mma[j]
-            --> for each K tile: wait tma2mma[s] --> tcgen05.mma.cta_group::2 M = 256, N = 256 on
-            Asmem[s, j] and Bsmem[s] of both CTAs --> TMEM columns [256 j, 256 j + 256) of both
-            CTAs --> tcgen05.commit multicast (mask 0b11) onto mma2tma[s] of both CTAs; after the
-            last K tile: the same multicast commit onto mma2ld[j].
-        Writeback j (each CTA: warpgroup j = 0, 1, thread t owns row t): wait its own mma2ld[j]
-            --> 4 chunks of EPI_N = 64 columns of TMEM [256 j, 256 j + 256): tcgen05.ld -->
-            registers; after the last load arrive on CTA 0's ld2mma[j] (remote) --> fp16 -->
-            Dsmem[j] (its own staging buffer) --fence.proxy.async + named barrier 1 + j--> TMA
-            store by one thread of the warpgroup --> D.
+    The clusters walk the 512x256 cluster tiles in ClusterPersistentScheduler2D's L2-grouped order;
+    both CTAs and all roles walk the same tiles. Consumer j (0 or 1) owns 256 rows of the cluster
+    tile, 128 in each CTA (which rows: TODO 10.5), and all 256 columns.
+    Roles and data path, per cluster tile (stages and phases from PipelineStates; PIPE_DEPTH:
+    TODO 10.1):
+        TMA producer (each CTA: warpgroup 2, warp 3, one thread): this CTA's A tile of each
+            consumer and its B tile (global) --TMA, cta_group::2--> Asmem[s, 0], Asmem[s, 1],
+            Bsmem[s].
+        MMA issuers (CTA 0: warpgroup 2, warps j = 0 and 1, one thread each): Asmem[s, j] and
+            Bsmem[s] of both CTAs --tcgen05.mma.cta_group::2, M = 256, N = 256--> TMEM columns
+            [256 j, 256 j + 256) of both CTAs.
+        Writeback j (each CTA: warpgroup j = 0, 1, thread t owns row t): TMEM columns
+            [256 j, 256 j + 256) --tcgen05.ld, 4 chunks of EPI_N = 64 columns--> registers
+            --fp16--> Dsmem[j] (its own staging buffer) --TMA store by one thread--> D.
 
-    Barrier protocol (initialised by thread 0 of each CTA, then a cluster-wide sync):
-        | barrier     | count | who arrives                          | who waits            | starting phase |
-        |-------------|-------|--------------------------------------|----------------------|----------------|
-        | tma2mma[s]  | 1     | CTA 0's TMA thread: arrive.expect_tx | both MMA threads of  | 0 (consumer)   |
-        | (CTA 0's)   | + tx  | (98304); the six TMA loads of both   | CTA 0                |                |
-        |             |       | CTAs complete_tx on CTA 0's barrier  |                      |                |
-        | mma2tma[s]  | 2     | each of CTA 0's two MMA threads:     | each CTA's TMA       | 1 (producer)   |
-        | (each CTA)  |       | tcgen05.commit cta_group::2, mask 3  | thread, its own copy |                |
-        | mma2ld[j]   | 1     | CTA 0's MMA thread j: tcgen05.commit | writeback warpgroup  | 0 (consumer)   |
-        | j = 0, 1    |       | cta_group::2, multicast mask 0b11    | j of each CTA (128)  |                |
-        | (each CTA)  |       |                                      |                      |                |
-        | ld2mma[j]   | 256   | the 128 threads of writeback         | CTA 0's MMA thread j | 1 (producer)   |
-        | j = 0, 1    |       | warpgroup j of EACH CTA, remote      |                      |                |
-        | (CTA 0's)   |       | arrive to CTA 0                      |                      |                |
-        mma2tma[s] counts 2: stage s is free only when BOTH MMAs that read it have finished; with
-        a count of 1 the first commit would free it under the other MMA.
-        Named barriers: writeback warpgroup j syncs its 128 threads on barrier 1 + j. Two warpgroups
-        on one id would make a 256-thread rendezvous of a barrier declared for 128 and hang or mix
-        their Dsmem hand-offs.
-        No waiter can be lapped (issue 16): tma2mma[s]'s next phase needs mma2tma[s], which needs
-        the commits of both MMA threads (its two waiters); mma2tma[s] and mma2ld[j] / ld2mma[j]
-        as in step 9, per consumer.
+    Barrier protocol (initialised by thread 0 of each CTA before any role starts). Your first
+    task: fill in the ? cells, then write the code to match.
+        | barrier                                          | arrival count | who arrives | who waits | starting phase |
+        |--------------------------------------------------|---------------|-------------|-----------|----------------|
+        | tma2mma[s] ("stage s has landed in the pair")    | ?             | ?           | ?         | ?              |
+        | mma2tma[s] ("stage s may be refilled")           | ?             | ?           | ?         | ?              |
+        | mma2ld[j] ("accumulator j is complete")          | ?             | ?           | ?         | ?              |
+        | ld2mma[j] ("accumulator j has been read out")    | ?             | ?           | ?         | ?              |
+        Questions the table and the code must answer: how many bytes land on the pair's barrier
+        per K tile now? Two MMAs read every stage: when is a stage free, and how many commits
+        does that take? Which barrier slots does each consumer and each writeback warpgroup use?
+        The two writeback warpgroups run at the same time: how do their named-barrier syncs stay
+        apart? Does every waiter still gate the next phase of what it waits on?
         Stage, phase and accumulator rules as in step 8; the tcgen05 fences as in step 7;
-        teardown as in step 9 (cluster-wide sync, then warp 0 of each CTA frees TMEM).
-        Shared memory: 4 stages x (2 x 16 + 16) KiB + 2 x 16 KiB of Dsmem + 1 KiB of barriers =
-        230400 B of the 232448 B a CTA may use.
+        initialisation and teardown as in step 9.
 
     Hopper twin: solutions/hopper/step10 runs two consumer warpgroups on an H100, each with its own
-    accumulator, its own Dsmem staging buffer and its own named-barrier id, fed by one producer
-    over a full/empty ring whose empty barrier counts both consumers; plus step 9's cluster. The
-    two tcgen05 MMA issuers, their accumulators in two halves of TMEM, the multicast commits and
-    the cta_group::2 parts are checked here only by the build (sm_100a and sm_103a) and by
-    reading the generated code.
+    accumulator and Dsmem staging buffer, fed by one producer; plus step 9's cluster. The two
+    tcgen05 MMA issuers, their accumulators in two halves of TMEM, the multicast commits and the
+    cta_group::2 parts are checked here only by the build (sm_100a and sm_103a) and by reading the
+    generated code.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")
@@ -85,15 +67,14 @@ def hgemm_v10(M, N, K, sm_count):
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 3
     WB_THREADS = 128  # the writeback warpgroup
-    WB_BARRIER = 1  # named barrier 1 + j for writeback warpgroup j (0 is the CTA barrier)
+    WB_BARRIER = 1  # the first named barrier id of the writeback warpgroups (0 is the CTA barrier)
     CTA_GROUP = 2  # CTAs per cluster, and the tcgen05 cta_group
     MMA_M, MMA_N = BLK_M * CTA_GROUP, BLK_N * CTA_GROUP  # one MMA for the pair: 256 x 256
     # TODO 10.1: two consumers: what each K tile and the epilogue take, and the stages left
-    #   NUM_CONSUMER MMA threads each accumulate their own 256 rows of the pair: every K tile now brings
-    #   one A tile per consumer and the shared B tile into each CTA (TILE_BYTES_ALL, what the producer
-    #   arms the barrier with), and each consumer's writeback stages its own Dsmem tile. Size the ring with
-    #   step 8's rule (SMEM_PER_CTA, EPILOGUE_SMEM, PIPE_DEPTH). Trap: a stage grows to 48 KiB, so the ring
-    #   shrinks; the depth must stay the most whole stages that fit, or the kernel does not launch.
+    #   NUM_CONSUMER: the consumers (MMA threads, accumulators, writeback warpgroups). TILE_BYTES_ALL: the bytes one
+    #   CTA's loads bring per K tile now (the data path above). Then step 8's sizing (SMEM_PER_CTA, EPILOGUE_SMEM,
+    #   PIPE_DEPTH) for this step's stage and epilogue: PIPE_DEPTH is the most whole stages that fit beside everything
+    #   else.
     todo("10.1 two consumers: what each K tile and the epilogue take, and the stages left")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K))
@@ -120,15 +101,15 @@ def hgemm_v10(M, N, K, sm_count):
         tma2mma = TMABar(pool, PIPE_DEPTH)
         mma2tma = TCGen05Bar(pool, PIPE_DEPTH)
         # TODO 10.2: one accumulator hand-over pair per consumer
-        #   mma2ld and ld2mma get one slot per consumer (depth NUM_CONSUMER); slot j belongs to
-        #   consumer j. Their counts stay those of step 9.
+        #   mma2ld and ld2mma from `pool`, with the classes of step 9, for the accumulators of the consumers: slot j
+        #   belongs to consumer j.
         todo("10.2 one accumulator hand-over pair per consumer")
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         # TODO 10.3: the tiles in shared memory: one A tile and one Dsmem tile per consumer
-        #   Each stage now holds two A tiles, one 128x64 tile per consumer (consumer j multiplies the j-th block
-        #   of 128 rows), and one B tile that both consumers read; the writeback chunk Dsmem gets one slot per
-        #   consumer, so the two writeback warpgroups never share a buffer. The layouts above already have those
-        #   shapes: allocate in the order A, B, D, each with its layout.
+        #   Asmem (per stage, one 128x64 tile per consumer: consumer j multiplies the j-th), Bsmem (per stage, the one
+        #   tile both consumers read) and Dsmem (one writeback chunk per consumer, so the two writeback warpgroups
+        #   never share a buffer), from `pool` in that order, each with its layout above (the layouts already have
+        #   those shapes).
         todo("10.3 the tiles in shared memory: one A tile and one Dsmem tile per consumer")
         pool.commit()
 
@@ -138,10 +119,11 @@ def hgemm_v10(M, N, K, sm_count):
 
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
         tma2mma.init(1)
-        # TODO 10.4: stage s is free when both consumers' MMAs are done
-        #   Both MMA threads commit onto mma2tma[s]: its count is NUM_CONSUMER. Trap: with 1 the
-        #   first commit frees the stage and the producer overwrites A and B under the other MMA.
-        todo("10.4 stage s is free when both consumers' MMAs are done")
+        # TODO 10.4: when stage s is free
+        #   mma2tma's arrival count per phase (your table); the other barriers keep step 9's counts, given around this
+        #   block. A count below the commits per phase frees a stage at its first commit, and the producer overwrites
+        #   A and B while the other consumer's MMA may still read them.
+        todo("10.4 when stage s is free")
         mma2ld.init(1)
         ld2mma.init(WB_THREADS * CTA_GROUP)
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -153,35 +135,35 @@ def hgemm_v10(M, N, K, sm_count):
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
         # TODO 10.5: the scheduler walks 512x256 cluster tiles
-        #   num_m_tiles = M // (MMA_M x NUM_CONSUMER). Consumer 0's A rows in this CTA start at (4
-        #   m_idx + cbx) x 128 (m_st); consumer j's at m_st + j x CTA_GROUP x BLK_M, so each
-        #   consumer's 256 rows of the pair are contiguous. n_st and d_n_st as in step 9.
+        #   Step 9's scheduler and row origins for cluster tiles of NUM_CONSUMER x MMA_M rows and MMA_N columns:
+        #   tile_scheduler, m_st (this CTA's first row of A and D for consumer 0; TODOs 10.6 and 10.8 add consumer j's
+        #   offset), n_st and d_n_st, as T.meta_vars. Each consumer's MMA covers MMA_M contiguous rows of the cluster
+        #   tile: its 128 rows in CTA 0 and its 128 rows in CTA 1 together.
         todo("10.5 the scheduler walks 512x256 cluster tiles")
 
         # ---- TMA producer: warpgroup 2, warp 3, one thread, in each CTA ----
         # TODO 10.6: the producer moves to warpgroup 2 and loads one A tile per consumer
-        #   The producer is warp 3 of warpgroup NUM_CONSUMER. Per K tile it loads A rows m_st + j x
-        #   256 into Asmem[s, j] for each consumer j, and B as before, all cta_group=2 onto CTA 0's
-        #   barrier; CTA 0 arms it with TILE_BYTES_ALL x CTA_GROUP. Trap: the armed bytes must equal
-        #   what lands, in both CTAs together.
+        #   Step 9's producer (TODOs 9.6 and 9.7), in warp 3 of warpgroup NUM_CONSUMER: per K tile, this CTA's A tile
+        #   of each consumer j into Asmem[s, j] and its B tile into Bsmem[s], all completing on the barrier the MMA
+        #   issuers wait on, which is armed for everything that lands there in both CTAs. API family: as in step 9;
+        #   T.unroll over the consumers.
         todo("10.6 the producer moves to warpgroup 2 and loads one A tile per consumer")
 
         # ---- MMA issuers: warpgroup 2, warps j = 0 and 1, one thread each, in CTA 0 only ----
         # TODO 10.7: two MMA issuers, one accumulator each
-        #   Warps 0 and 1 of warpgroup NUM_CONSUMER in CTA 0, one elected thread each (consumer j =
-        #   warp id), both run step 9's loop over all stages with their own PipelineStates: wait
-        #   ld2mma[j], MMA Asmem[s, j] x Bsmem[s] into TMEM columns [j x MMA_N, (j + 1) x MMA_N),
-        #   commit onto mma2tma[s] (both do: count 2), and onto mma2ld[j] after the last K tile.
+        #   Two MMA issuers in warpgroup NUM_CONSUMER of the issuing CTA (warps 0 and 1: consumer j = warp_id), each
+        #   step 9's MMA loop with its own PipelineStates on its own accumulator: A from Asmem[s, j], the shared B,
+        #   into TMEM columns [j x MMA_N, (j + 1) x MMA_N), with slot j of mma2ld and ld2mma. Both read every stage:
+        #   how each stage's release and each accumulator's hand-over reach their waiters is your table.
         todo("10.7 two MMA issuers, one accumulator each")
 
         # ---- writeback j: warpgroup j = 0, 1, 128 threads, thread t owns row t ----
-        # TODO 10.8: two writeback warpgroups, each with its own accumulator, Dsmem and barrier id
-        #   Warpgroup j = wg_id (0 or 1): step 9's writeback on mma2ld[j] and ld2mma[j], reading
-        #   TMEM columns from j x MMA_N, staging in Dsmem[j], storing D rows m_st + j x CTA_GROUP x
-        #   BLK_M, and syncing on its own named barrier WB_BARRIER + j. Trap: both warpgroups on one
-        #   named-barrier id make a 256-thread rendezvous of a barrier counted for 128: mixed hand-
-        #   offs or a hang.
-        todo("10.8 two writeback warpgroups, each with its own accumulator, Dsmem and barrier id")
+        # TODO 10.8: two writeback warpgroups, one accumulator each
+        #   Writeback warpgroups 0 and 1 (j = wg_id): step 9's writeback for consumer j, on its accumulator's TMEM
+        #   columns, its barrier slots, Dsmem[j] and its own rows of D (this CTA's rows of consumer j). The two
+        #   warpgroups run at the same time and must not join each other's named-barrier syncs: WB_BARRIER is the
+        #   first named barrier id they may use (0 is the CTA barrier).
+        todo("10.8 two writeback warpgroups, one accumulator each")
 
         # ---- teardown: both CTAs are done; warp 0 of each CTA frees the pair's TMEM ----
         T.cuda.cluster_sync()

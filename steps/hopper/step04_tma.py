@@ -1,9 +1,10 @@
 """Step 4 (Hopper): TMA loads on an mbarrier, TMA store epilogue.
 
-The tensor memory accelerator (TMA) replaces the 128-thread copy: one thread describes a whole
+The tensor memory accelerator (TMA) replaces the 128-thread copy: a thread describes a whole
 tile to the copy engine, which writes it into shared memory already 128B-swizzled and counts the
-bytes it delivered on an mbarrier; every thread waits on that barrier. The result goes out the
-same way: registers -> shared memory -> one TMA store. Loads and MMAs still run in lockstep.
+bytes it delivered on an mbarrier; the threads that read the tile wait on that barrier. The
+result goes out the same way: registers -> shared memory -> one TMA store. Loads and MMAs still
+run in lockstep.
 """
 
 import tvm
@@ -21,31 +22,25 @@ def hgemm_v4(M, N, K):
 
     Data path (per CTA, tile origin m_st = 128*bx, n_st = 128*by):
         for each K tile k: A[m_st:+128, 64k:+64], B[n_st:+128, 64k:+64] --TMA
-        (cp.async.bulk.tensor, issued by one elected thread, completes on tma_bar)--> Asmem,
-        Bsmem (128B swizzle) --wgmma.mma_async m64n128k16 x 8--> accumulator registers;
+        (cp.async.bulk.tensor, completes on tma_bar)--> Asmem, Bsmem (128B swizzle)
+        --wgmma.mma_async m64n128k16 x 8--> accumulator registers;
         after the loop: registers --cast to fp16, st.shared--> Dsmem (128B swizzle)
-        --TMA store (one thread; cp.async.bulk commit_group + wait_group)--> D[m_st:+128, n_st:+128].
+        --TMA store (cp.async.bulk, commit_group + wait_group)--> D[m_st:+128, n_st:+128].
 
-    Barrier protocol:
-        | barrier | arrival count | who arrives                                     | who waits         | starting phase |
-        |---------|---------------|-------------------------------------------------|-------------------|----------------|
-        | tma_bar | 1             | the elected thread (mbarrier.arrive.expect_tx,  | all 128 threads   | 0, flips every |
-        |         |               | 32 KiB), then the TMA engine's byte count       |                   | K tile         |
-        wgmma still completes through wgmma.commit_group / wait_group(0); that wait (in the
-        elected thread too) is what makes issuing the next K tile's TMA into Asmem/Bsmem safe.
-        Epilogue: every thread's st.shared to Dsmem, fence.proxy.async.shared::cta (the TMA
-        store reads through the async proxy), cta_sync, then one thread issues the store,
-        cp.async.bulk.commit_group and cp.async.bulk.wait_group(0) before the CTA exits.
+    Barrier protocol (your first task: fill in the ? cells, then write the code):
+        | barrier                  | arrival count | who arrives | who waits | starting phase |
+        |--------------------------|---------------|-------------|-----------|----------------|
+        | tma_bar ("the K tile has | ?             | ?           | ?         | ?              |
+        | landed in Asmem, Bsmem") |               |             |           |                |
+        wgmma still completes through wgmma.commit_group / wait_group(0). Questions to answer
+        first: which threads read the tiles, and so must wait? Which thread's wait makes it safe
+        to issue the next K tile's TMA into the same Asmem/Bsmem? What does the TMA store need
+        before it reads Dsmem through the async proxy, and before the CTA's shared memory goes away?
 
-    Blackwell twin: the same tma_bar protocol and TMA store; the MMA is tcgen05.mma with
-    tcgen05.commit arriving on a second mbarrier (mma_bar) and the accumulator in TMEM, where
-    here wgmma.wait_group replaces mma_bar and the accumulator stays in registers.
-
-    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar every K tile,
-    which is safe because the barrier's next phase needs the elected thread to issue the next
-    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
-    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
-    other warps in step, so there only that thread waits inside the K loop.
+    Blackwell twin: the same tma_bar and TMA store; the MMA is tcgen05.mma with tcgen05.commit
+    arriving on a second mbarrier (mma_bar) and the accumulator in TMEM, where here
+    wgmma.wait_group replaces mma_bar and the accumulator stays in registers. Who waits on tma_bar
+    differs between the two tracks: compare who issues the MMA here and there.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -59,9 +54,9 @@ def hgemm_v4(M, N, K):
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
     # TODO 4.1: the number of bytes the TMA loads deliver per K tile
-    #   Name TMA_BYTES: the bytes of one A tile plus one B tile (fp16 = 2 bytes). tma_bar's phase
-    #   completes only when this many bytes have arrived: too few and wgmma may read a half-written tile,
-    #   too many and the wait never ends.
+    #   Name TMA_BYTES (a Python integer from the tile constants and the element size): what the loads
+    #   of one K tile write into shared memory. tma_bar's phase completes only when the bytes announced
+    #   for it have arrived, so this number must equal what the copies deliver.
     todo("4.1 the number of bytes the TMA loads deliver per K tile")
 
     @T.prim_func
@@ -86,17 +81,18 @@ def hgemm_v4(M, N, K):
         Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
         pool.commit()
 
-        # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        # ---- barrier init, visible to every thread and to the TMA unit before first use ----
         # TODO 4.2: initialise tma_bar and make it visible
-        #   One thread (warp 0, lane 0) initialises tma_bar with an arrival count of 1 (the expect_tx
-        #   arrival). Then every thread fences the init (mbarrier_init fence, release, cluster scope) and the
-        #   async proxy (the TMA unit completes bytes on it), and a CTA barrier: no use before the init is visible.
+        #   tma_bar must be initialised once, with your table's arrival count, and the init must be visible
+        #   to every thread and to the async proxy (the TMA unit completes bytes on it) before anyone uses
+        #   the barrier. API: T.ptx.mbarrier.init.*, the fences of docs/tirx-facts.md, T.cuda's syncs.
         todo("4.2 initialise tma_bar and make it visible")
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
         # TODO 4.3: a phase bit for tma_bar
-        #   An int32 local declared with its type, starting at the barrier's initial phase.
+        #   phase_tma: an int32 local (declared with its type) that the waits of TODO 4.5 read and flip; it
+        #   starts at your table's starting phase.
         todo("4.3 a phase bit for tma_bar")
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), two descriptors ----
@@ -108,20 +104,22 @@ def hgemm_v4(M, N, K):
         encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0]))
 
         # ---- one K tile in two parts (inline helpers: later steps change what they do) ----
-        # one thread arms tma_bar with the byte count and issues the two TMA loads of the K tile
-        # that starts at column k_st; every thread waits until all TMA_BYTES have landed
+        # load_k_tile(k_st): the K tile that starts at column k_st goes into Asmem and Bsmem, and
+        # has landed there when the helper returns
         @T.inline
         def load_k_tile(k_st):
-            # TODO 4.4: one thread arms tma_bar and issues the two TMA loads
-            #   ONE elected thread (warp 0, elect_sync) arrives on tma_bar announcing TMA_BYTES (arrive.expect_tx),
-            #   then hands the A and B tiles of K tile k to the TMA unit (Tx.copy_async naming tma_bar). Trap:
-            #   without dispatch="tma_auto" the copy silently becomes cp.async and never arrives on the barrier.
-            todo("4.4 one thread arms tma_bar and issues the two TMA loads")
-            # TODO 4.5: every thread waits until the tiles have landed
-            #   All 128 threads issue the wgmma that reads the tiles, so all wait on tma_bar for phase_tma and
-            #   flip it. No proxy fence or CTA barrier: TMA writes through the async proxy itself. (Safe for all to
-            #   wait: every warp must reach the warpgroup-wide wgmma before the next load is issued.)
-            todo("4.5 every thread waits until the tiles have landed")
+            # TODO 4.4: arm tma_bar and issue the two TMA loads
+            #   Inside load_k_tile(k_st): announce TMA_BYTES on tma_bar (the arrival of your table) and hand the
+            #   A and B tiles of the K tile that starts at column k_st to the TMA unit, into Asmem and Bsmem,
+            #   completing on tma_bar. API: T.ptx.mbarrier.arrive.expect_tx.*, Tx.copy_async; the thread
+            #   guards of docs/tirx-facts.md. Trap: without dispatch="tma_auto" the copy silently becomes
+            #   cp.async and never arrives on the barrier.
+            todo("4.4 arm tma_bar and issue the two TMA loads")
+            # TODO 4.5: wait until the tiles have landed
+            #   After load_k_tile returns, the wgmma of mma_k_tile reads Asmem and Bsmem: the threads of your
+            #   table's "who waits" cell block on tma_bar until the K tile's bytes have landed, and keep their
+            #   phase bit in step with the barrier's phases. API: T.cuda.mbarrier_wait(ptr, phase).
+            todo("4.5 wait until the tiles have landed")
 
         # the warpgroup multiplies K tile k, held in stage `stage` (here the only one, 0): 4 K-slices
         # x 2 row halves (8 wgmmas), one commit group, and waits for it; only the very first K=16
@@ -144,20 +142,21 @@ def hgemm_v4(M, N, K):
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
         @T.inline
         def store_tile():
-            # TODO 4.6: write D through shared memory with one TMA store
-            #   Step 3's fragment loops, but into the swizzled Dsmem tile (tile coordinates, no m_st/n_st). The
-            #   TMA store reads through the async proxy: proxy fence by every writer, CTA barrier, then ONE
-            #   elected thread stores Dsmem to D's tile (tma_auto) and commits the bulk group; TODO 4.7 waits for
-            #   it.
-            todo("4.6 write D through shared memory with one TMA store")
+            # TODO 4.6: write D through shared memory with a TMA store
+            #   store_tile: the accumulator, cast to fp16, into Dsmem (step 3's fragment loops, tile coordinates),
+            #   then from Dsmem to D[m_st:+128, n_st:+128] with one TMA store (Tx.copy_async with
+            #   dispatch="tma_auto", then a bulk commit group). The store reads Dsmem through the async proxy:
+            #   what must stand between the threads' writes and the store? TODO 4.7 waits for the store.
+            todo("4.6 write D through shared memory with a TMA store")
 
         mma_tile()
         store_tile()
 
         # the store must finish reading Dsmem before the CTA (and its shared memory) goes away
         # TODO 4.7: the store is complete before the CTA exits
-        #   The CTA's shared memory must outlive the store that reads it: warp 0 waits for its committed bulk
-        #   groups to complete (only the lane that committed the store has one; the others pass at once).
+        #   The CTA's shared memory must outlive the TMA store that reads it: wait for the bulk group
+        #   committed in TODO 4.6 before the kernel ends (a bulk group belongs to the thread that committed
+        #   it). API: T.ptx.cp.async_.bulk.wait_group.
         todo("4.7 the store is complete before the CTA exits")
 
     return kernel

@@ -1,8 +1,8 @@
 """Step 5 (Hopper): a two-stage software pipeline.
 
-Shared memory holds PIPE_DEPTH = 2 copies (stages) of the A and B tiles, each with its own
-mbarrier and its own phase bit. The TMA for K tile k + 2 is issued into a stage as soon as the
-wgmmas of K tile k have released it, so the copy of the next tile overlaps the MMA of this one.
+Shared memory holds PIPE_DEPTH = 2 copies (stages) of the A and B tiles, each completing on its
+own mbarrier. A stage is refilled with a later K tile as soon as the wgmmas that read it are done,
+so the copy of the next tile overlaps the MMA of this one.
 """
 
 import tvm
@@ -19,32 +19,24 @@ def hgemm_v5(M, N, K):
     """D = A @ B^T on a (M/128) x (N/128) grid of CTAs, TMA loads two K tiles ahead.
 
     Data path (per CTA, tile origin m_st = 128*bx, n_st = 128*by; stage s = k % 2):
-        prefetch: TMA K tiles 0 and 1 (as far as they exist) into stages 0 and 1;
+        prefetch: TMA of the first K tiles into the stages;
         for each K tile k: wait tma_bar[s] --> wgmma.mma_async m64n128k16 x 8 on Asmem[s],
-        Bsmem[s] --> accumulator registers; commit + wait_group(0) (stage s is free again)
-        --> the elected thread issues the TMA of K tile k + 2 into stage s;
+        Bsmem[s] --> accumulator registers; commit + wait_group(0) --> a TMA of a later K tile
+        into stage s;
         after the loop: registers --st.shared--> Dsmem --TMA store--> D[m_st:+128, n_st:+128].
 
-    Barrier protocol:
-        | barrier    | arrival count | who arrives                                    | who waits       | starting phase   |
-        |------------|---------------|------------------------------------------------|-----------------|------------------|
-        | tma_bar[s] | 1 (each)      | the elected thread (mbarrier.arrive.expect_tx, | all 128 threads | 0 for each stage;|
-        | s = 0, 1   |               | 32 KiB), then the TMA engine's byte count      |                 | phase_tma[s]     |
-        |            |               |                                                |                 | flips each time  |
-        |            |               |                                                |                 | stage s is used  |
-        Stage s is refilled only after wgmma.wait_group(0) has returned for the K tile that read
-        it. With an odd number of K tiles the two stages are used a different number of times,
-        which is why each stage keeps its own phase. Epilogue as in step 4.
+    Barrier protocol (your first task: fill in the ? cells, then write the code):
+        | barrier                      | arrival count | who arrives | who waits | starting phase |
+        |------------------------------|---------------|-------------|-----------|----------------|
+        | tma_bar[s] ("stage s has     | ?             | ?           | ?         | ?              |
+        | landed"), s < PIPE_DEPTH     |               |             |           |                |
+        Questions to answer first: when is stage s free to be refilled, and which K tile goes into
+        it then? How many times is each stage used when the number of K tiles is odd, and what
+        does that mean for the phase a wait names? Epilogue as in step 4.
 
-    Blackwell twin: the same tma_bar[s] ring and refill rule; the MMA completion that frees a
-    stage is tcgen05.commit on an mbarrier (accumulator in TMEM) instead of wgmma.wait_group
+    Blackwell twin: the same tma_bar[s] ring; the MMA completion that frees a stage is
+    tcgen05.commit on an mbarrier (accumulator in TMEM) instead of wgmma.wait_group
     (accumulator in registers).
-
-    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar[s] every K tile,
-    which is safe because the barrier's next phase needs the elected thread to issue the next
-    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
-    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
-    other warps in step, so there only that thread waits inside the K loop.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -58,8 +50,8 @@ def hgemm_v5(M, N, K):
     PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
 
     # TODO 5.1: shared-memory layouts with a stage dimension
-    #   A and B now live in PIPE_DEPTH stages: step 4's 128B-swizzled MMA layout with a leading stage
-    #   dimension, so each stage is a full 128x64 tile on a 1 KiB boundary.
+    #   A_layout and B_layout for PIPE_DEPTH stages of step 4's tiles: each stage a whole 128B-swizzled
+    #   tile on a 1 KiB boundary, as TMA and the wgmma descriptors expect (mma_shared_layout).
     todo("5.1 shared-memory layouts with a stage dimension")
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one K tile of A and of B, fp16
@@ -80,45 +72,46 @@ def hgemm_v5(M, N, K):
 
         # ---- shared memory: barrier, then the 128B-swizzled tiles on a 1024-byte boundary ----
         pool = T.SMEMPool()
-        # TODO 5.2: one TMA barrier per stage
-        #   Two stages can be in flight, each completing on its own barrier: PIPE_DEPTH mbarriers.
-        todo("5.2 one TMA barrier per stage")
+        # TODO 5.2: the barriers of the stage ring
+        #   tma_bar: the barriers of the stage ring, from `pool` before move_base_to; the rest of the kernel
+        #   names stage s's barrier tma_bar.ptr_to([s]).
+        todo("5.2 the barriers of the stage ring")
         pool.move_base_to(1024)
         # TODO 5.3: the A and B stage buffers
-        #   Allocate Asmem and Bsmem with the stage dimension first, with the layouts of TODO 5.1.
+        #   Asmem and Bsmem with the layouts of TODO 5.1, the stage index first: Asmem[s, :, :] is stage s.
         todo("5.3 the A and B stage buffers")
         Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
         pool.commit()
 
-        # ---- barrier init (one thread), made visible to every thread and to the async proxy ----
+        # ---- barrier init, visible to every thread and to the TMA unit before first use ----
         if warp_id == 0:
             if lane_id == 0:
-                # TODO 5.4: initialise every stage's barrier
-                #   Each tma_bar[s] gets one arrival per phase, by the same single thread; unroll over the stages.
-                todo("5.4 initialise every stage's barrier")
+                # TODO 5.4: initialise the ring's barriers
+                #   Every barrier of TODO 5.2 initialised with your table's arrival count, inside this one-thread
+                #   branch (the fences and the CTA barrier that publish the init follow).
+                todo("5.4 initialise the ring's barriers")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
 
         m_st = T.meta_var(bx * BLK_M)
         n_st = T.meta_var(by * BLK_N)
-        # TODO 5.5: one phase bit per stage
-        #   A local int32 array of PIPE_DEPTH bits, all 0. One bit for all stages is wrong: with an odd
-        #   number of K tiles the stages are used a different number of times.
-        todo("5.5 one phase bit per stage")
+        # TODO 5.5: the phase state of the ring
+        #   phase_tma: the phase state that the ring's waits (TODO 5.9) read and flip, starting at your
+        #   table's starting phase. A local array (T.alloc_local) or scalar: your design decides which.
+        todo("5.5 the phase state of the ring")
 
         # ---- registers: the 128x128 fp32 accumulator (128 per thread), descriptors per stage ----
         acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
-        # TODO 5.6: one wgmma descriptor pair per stage
-        #   wgmma needs a descriptor for the tile it reads, and there are now PIPE_DEPTH tiles of each:
-        #   PIPE_DEPTH descriptors each for A and B, encoded once, stage s pointing at stage s's first element.
-        todo("5.6 one wgmma descriptor pair per stage")
+        # TODO 5.6: the wgmma descriptors of the stages
+        #   desc_a and desc_b as mma_k_tile(stage, k) uses them (desc_a[stage]): the wgmma descriptor of every
+        #   stage's first element, encoded once (encode_sw128_desc).
+        todo("5.6 the wgmma descriptors of the stages")
 
         # TODO 5.7: load K tile k into stage `stage`
-        #   An inline helper tma_load(stage, k), called below by the elected thread: step 4's load
-        #   (arrive.expect_tx of TMA_BYTES, two TMA copies), aimed at stage `stage` of the buffers and of tma_bar,
-        #   for K tile `k` (columns k * BLK_K ..), without the wait: that moves into the ring. Keep
-        #   dispatch="tma_auto": otherwise the copy becomes cp.async and never completes on the barrier.
+        #   An @T.inline helper tma_load(stage, k) for TODOs 5.8 and 5.9: step 4's load of K tile k (columns
+        #   from k * BLK_K), aimed at stage `stage` of Asmem, Bsmem and tma_bar, and no wait (the ring waits).
+        #   It is called from inside the guard that picks the loading thread. Keep dispatch="tma_auto".
         todo("5.7 load K tile k into stage `stage`")
 
         # the warpgroup multiplies K tile k, held in stage `stage`: 4 K-slices x 2 row halves
@@ -135,20 +128,19 @@ def hgemm_v5(M, N, K):
         # ---- the K loop of one output tile ----
         @T.inline
         def mma_tile():
-            # ---- prefetch: fill both stages before the first MMA ----
-            # TODO 5.8: prologue: fill the stages before the first MMA
-            #   One elected thread starts the loads of the first PRE_NUM K tiles, K tile s into stage s.
-            todo("5.8 prologue: fill the stages before the first MMA")
+            # TODO 5.8: prologue: start the first loads
+            #   Before the first MMA, start the loads of the first PRE_NUM K tiles with tma_load, so that the
+            #   ring finds them in flight; from the thread of your table's "who arrives".
+            todo("5.8 prologue: start the first loads")
 
-            # TODO 5.9: the stage ring: wait for stage s, multiply it, refill it
-            #   Walk over the K tiles as RING trips through the PIPE_DEPTH stages, K tile k in stage s = k %
-            #   PIPE_DEPTH; unroll the stage loop so s is a compile-time constant, and skip the K tiles past the last
-            #   one (the last trip may be partial). For K tile k, every thread: waits on stage s's barrier with stage
-            #   s's own phase bit and flips that bit; the warpgroup multiplies stage s with the mma_k_tile helper
-            #   above, which returns when the wgmmas are done reading stage s. Then one elected thread of warp 0
-            #   refills stage s with K tile k + PIPE_DEPTH if that K tile exists, so it is in flight while the next
-            #   stage is multiplied. No load past the last K tile: its bytes would never be waited for.
-            todo("5.9 the stage ring: wait for stage s, multiply it, refill it")
+            # TODO 5.9: the stage ring: wait, multiply, refill
+            #   K tile k lives in stage k % PIPE_DEPTH; walk the K tiles as RING trips through the stages (the
+            #   last trip may be partial). Where the stage indexes tma_bar, the phase state or the descriptors it
+            #   must be a compile-time constant (T.unroll, T.meta_var). Per K tile: wait until its stage has
+            #   landed, multiply it (mma_k_tile: it returns when the wgmmas are done reading the stage), and
+            #   refill the stage with a later K tile as early as is safe. No load past the last K tile: its bytes
+            #   would never be waited for.
+            todo("5.9 the stage ring: wait, multiply, refill")
 
         # ---- writeback: registers -> fp16 -> Dsmem (fragment layout), then one TMA store ----
         @T.inline

@@ -3,7 +3,7 @@
 The grid shrinks to one CTA per SM; each CTA loops over output tiles handed out by
 ClusterPersistentScheduler2D (CTA i takes tiles i, i + sm_count, ...), in an order that keeps
 groups of 8 tile rows together so their A and B tiles are reused from L2. Barriers are set up
-once per CTA, so their phases run on across tiles instead of restarting at 0.
+once per CTA, before the tile loop.
 
 Expect this step to be slower than step 5 on an H100 (430 against 660 TFLOP/s at 4096^3, measured
 in one run: docs/measurements.md). Step 5 fits two CTAs on each SM, and while one waits for its
@@ -31,30 +31,20 @@ def hgemm_v6(M, N, K, sm_count):
     n_st = 128*n_idx): step 5's two-stage TMA -> wgmma -> registers pipeline over K, then
     registers --st.shared--> Dsmem --TMA store--> D[m_st:+128, n_st:+128]; then the next tile.
 
-    Barrier protocol (barriers initialised once per CTA, before the tile loop):
-        | barrier    | arrival count | who arrives                                    | who waits       | starting phase    |
-        |------------|---------------|------------------------------------------------|-----------------|-------------------|
-        | tma_bar[s] | 1 (each)      | the elected thread (mbarrier.arrive.expect_tx, | all 128 threads | 0, ONCE per CTA;  |
-        | s = 0, 1   |               | 32 KiB), then the TMA engine's byte count      |                 | phase_tma[s] flips|
-        |            |               |                                                |                 | each use and      |
-        |            |               |                                                |                 | carries over from |
-        |            |               |                                                |                 | tile to tile      |
-        Resetting phase_tma to 0 at each tile is the classic bug: with an odd number of K tiles a
-        stage ends a tile at phase 1, and a wait on phase 0 would pass at once on stale data.
-        Dsmem reuse: the TMA store of tile i is committed but not waited for; before tile i+1
-        writes Dsmem, warp 0 (whichever lane issued the store) waits with
-        cp.async.bulk.wait_group.read(0) (the store has finished reading Dsmem), then cta_sync.
-        After the last tile warp 0 waits with cp.async.bulk.wait_group(0).
+    Barrier protocol (barriers initialised once per CTA, before the tile loop; your first task:
+    fill in the ? cell, then write the code):
+        | barrier    | arrival count | who arrives                                    | who waits       | starting phase |
+        |------------|---------------|------------------------------------------------|-----------------|----------------|
+        | tma_bar[s] | 1 (each)      | the elected thread (mbarrier.arrive.expect_tx, | all 128 threads | ?              |
+        | s = 0, 1   |               | 32 KiB), then the TMA engine's byte count      |                 |                |
+        Questions to answer first: in which phase is each stage's barrier when a tile ends, if the
+        number of K tiles is odd, and what does the next tile's first wait then need? Dsmem is
+        reused by every tile, and a TMA store that was only committed may still be reading it: what
+        must happen before the next tile's threads write it, and after the last tile?
 
-    Blackwell twin: the same scheduler, tma_bar[s] ring and carried-over phases, plus an
-    mma_bar whose phase also carries over (tcgen05.commit, accumulator in TMEM); here
-    wgmma.wait_group needs no phase and the accumulator is in registers.
-
-    Who waits differs from the Blackwell twin: here all 128 threads wait on tma_bar[s] every K tile,
-    which is safe because the barrier's next phase needs the elected thread to issue the next
-    TMA after the warpgroup-wide wgmma, and all four warps execute every wgmma (.sync.aligned),
-    so none can fall a phase behind. On Blackwell one thread issues the MMA and nothing keeps the
-    other warps in step, so there only that thread waits inside the K loop.
+    Blackwell twin: the same scheduler and tma_bar[s] ring, plus an mma_bar (tcgen05.commit,
+    accumulator in TMEM); here wgmma.wait_group needs no barrier and the accumulator is in
+    registers.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -82,8 +72,8 @@ def hgemm_v6(M, N, K, sm_count):
         # fmt: off
         T.device_entry()
         # TODO 6.1: launch one CTA per SM
-        #   A persistent kernel launches as many CTAs as the GPU has SMs (sm_count, passed in) and lets each
-        #   loop over output tiles, instead of one CTA per tile. One-dimensional grid.
+        #   A persistent kernel launches as many CTAs as the GPU has SMs (sm_count, passed in), each looping
+        #   over output tiles instead of one CTA per tile. bx names this CTA; the grid is one-dimensional.
         todo("6.1 launch one CTA per SM")
         wg_id = T.warpgroup_id([1])
         warp_id = T.warp_id_in_wg([4])
@@ -107,12 +97,11 @@ def hgemm_v6(M, N, K, sm_count):
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cta_sync()
 
-        # ---- tile scheduler: CTA bx takes tiles bx, bx + sm_count, ... in L2-grouped order ----
+        # ---- tile scheduler: which output tiles this CTA computes, in which order ----
         # TODO 6.2: the tile scheduler and this tile's origin
-        #   ClusterPersistentScheduler2D hands CTA bx the tiles bx, bx + sm_count, ... in an L2-friendly
-        #   order (groups of 8 tile rows, so their A and B tiles are reused from L2). Create it for the
-        #   (M/128) x (N/128) tiles and sm_count CTAs, init it with bx, and express m_st, n_st from its
-        #   current tile indices (they change as the scheduler advances).
+        #   tile_scheduler: a ClusterPersistentScheduler2D over the (M/128) x (N/128) output tiles, shared
+        #   by all the CTAs of the grid in an L2-friendly order, started at this CTA; m_st and n_st as
+        #   expressions (T.meta_var) of its current tile indices, so they follow it as it advances.
         todo("6.2 the tile scheduler and this tile's origin")
         # one phase bit per stage, both starting at 0
         phase_tma = T.alloc_local((PIPE_DEPTH,), "int32")
@@ -178,10 +167,10 @@ def hgemm_v6(M, N, K, sm_count):
         def store_tile():
             # the previous tile's TMA store must have finished reading Dsmem before we overwrite it
             # TODO 6.3: wait until the previous tile's store has read Dsmem
-            #   Dsmem is reused for every tile, and the previous tile's TMA store was only committed, not waited
-            #   for: it may still be reading Dsmem. Warp 0 (the lane that issued it) waits for its bulk groups to
-            #   have finished READING shared memory (not for the global writes), then a CTA barrier before anyone
-            #   overwrites Dsmem. The last tile's store is waited for after the tile loop, as in step 5.
+            #   store_tile now runs once per tile, and the previous tile's TMA store was only committed: it may
+            #   still be reading Dsmem. Before any thread writes Dsmem, that store must be done with it, and every
+            #   thread must know. API: the cp.async.bulk wait_group family (docs/tirx-facts.md), T.cuda's syncs.
+            #   The last tile's store is waited for after the tile loop, as in step 5.
             todo("6.3 wait until the previous tile's store has read Dsmem")
             for h in T.unroll(2):
                 for i in T.unroll(64):
@@ -197,11 +186,9 @@ def hgemm_v6(M, N, K, sm_count):
                     T.ptx.cp.async_.bulk.commit_group()
 
         # TODO 6.4: every output tile of this CTA, one after the other
-        #   While the scheduler has a valid tile for this CTA: that tile's K loop (mma_tile), its writeback
-        #   (store_tile), then ask the scheduler for the next tile. m_st and n_st are expressions of the scheduler's
-        #   current tile, so the helpers follow it. The phases were initialised ONCE above and must not be reset per
-        #   tile: with an odd number of K tiles a stage ends a tile in phase 1, and a wait for phase 0 would pass at
-        #   once on stale data.
+        #   While the scheduler has a tile for this CTA: that tile's K loop (mma_tile) and writeback
+        #   (store_tile), then the scheduler's next tile. m_st and n_st follow the scheduler, so the helpers
+        #   do too. The phase state was initialised once, above, before the loop.
         todo("6.4 every output tile of this CTA, one after the other")
 
         # the last store must finish reading Dsmem before the CTA (and its shared memory) goes away

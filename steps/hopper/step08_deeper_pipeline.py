@@ -1,10 +1,10 @@
 """Step 8 (Hopper): a deeper pipeline.
 
 Step 7 with more stages in the rings, and the consumer no longer waits for its own wgmmas before
-it issues the next K tile's: it keeps one wgmma group in flight (wait_group(1)) and releases each
-stage one K tile late, once the group that read it is known to be done. With PIPE_DEPTH stages
-the producer can be up to PIPE_DEPTH - 1 K tiles ahead, which hides the TMA latency that two
-stages could not.
+it issues the next K tile's: it keeps wgmma work in flight while it waits for the next stage, and
+releases a stage only once the group that read it is known to be done. With PIPE_DEPTH stages the
+producer can be up to PIPE_DEPTH - 1 K tiles ahead, which hides the TMA latency that two stages
+could not.
 """
 
 import tvm
@@ -26,34 +26,28 @@ def hgemm_v8(M, N, K, sm_count):
         producer (warpgroup 0, one elected thread): for each K tile, wait until stage s is free,
         then TMA A and B tiles --> Asmem[s], Bsmem[s], completing on tma2mma[s];
         consumer (warpgroup 1, 128 threads): for each K tile, wait until stage s is full -->
-        wgmma m64n128k16 x 8 --> accumulator registers; wait_group(1): the previous K tile's
-        group is done, so release the previous stage; after the last K tile, wait_group(0)
-        and release the last stage;
+        wgmma m64n128k16 x 8 --> accumulator registers, with wgmma groups left in flight; release
+        each stage once the group that read it is done;
         after the last K tile: registers --st.shared--> Dsmem --TMA store--> D.
 
     Barrier protocol (barriers initialised once per CTA; phases carried across tiles by
-    PipelineState, which flips the phase each time the stage index wraps around):
+    PipelineState, which flips the phase each time the stage index wraps around; your first
+    task: fill in the ? cells, then write the code):
         | barrier       | arrival count | who arrives                          | who waits          | starting phase |
         |---------------|---------------|--------------------------------------|--------------------|----------------|
         | tma2mma[s]    | 1 (each)      | producer's elected thread            | all 128 consumer   | consumer: 0    |
-        | s < 6 ("full")|               | (arrive.expect_tx, 32 KiB), then the | threads            |                |
-        |               |               | TMA engine's byte count              |                    |                |
-        | mma2tma[s]    | 1 (each)      | consumer thread 0, after the         | producer's elected | producer: 1    |
-        | ("empty")     |               | wait_group that retires stage s's    | thread             | (passes at     |
-        |               |               | group (one K tile later)             |                    |                |
-        |               |               |                                      |                    | once: stages   |
-        |               |               |                                      |                    | start empty)   |
+        | s < PIPE_DEPTH|               | (arrive.expect_tx, 32 KiB), then the | threads            |                |
+        | ("full")      |               | TMA engine's byte count              |                    |                |
+        | mma2tma[s]    | ?             | ?                                    | ?                  | ?              |
+        | ("empty")     |               |                                      |                    |                |
         | named bar 1   | 128 threads   | the consumer warpgroup (bar.sync)    | the same           | -              |
         | (epilogue)    |               | before / after writing Dsmem         |                    |                |
-    The producer and the consumer walk the same tiles and the same K tiles, so both rings see the
-    same number of uses: a different trip count on either side is a hang. No consumer warp can be
-    lapped on tma2mma[s]: its next phase needs a refill, which needs mma2tma[s], which needs the
-    warpgroup-wide wgmma that every consumer warp issues after its wait.
+    Questions to answer first: how many stages fit in the shared memory one CTA may use? With one
+    wgmma group left running, which K tile's group is known to be done after a wait, and so which
+    stage may be released, and when? How many releases does a tile make, against how many loads?
+    The producer and the consumer still walk the same tiles and K tiles.
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
-
-    Stages, measured on an H100 at 4096^3 (one run, interleaved with cuBLAS): 4 stages 0.90x
-    cuBLAS, 6 stages 0.94x; step 7's two stages 0.58x.
 
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).
@@ -72,11 +66,11 @@ def hgemm_v8(M, N, K, sm_count):
     MMA_K = 16
     K_TILES = K // BLK_K
     # TODO 8.1: as many stages as shared memory holds
-    #   Step 7's two stages let the producer be one K tile ahead; take as many as fit. Name the budget
-    #   (SMEM_PER_CTA: what one CTA may use), what the epilogue takes of it (EPILOGUE_SMEM: the Dsmem tile,
-    #   and the barriers below the 1024-aligned tiles), and derive PIPE_DEPTH from them and the bytes of one
-    #   stage, so that a later step that changes a tile changes the depth with it. Trap: count in bytes of
-    #   fp16. Nothing else in the rings changes: every PipelineState wraps at PIPE_DEPTH.
+    #   PIPE_DEPTH: as many stages as fit. Name the budget (SMEM_PER_CTA: the shared memory one CTA may
+    #   use) and what the epilogue and the barriers take of it (EPILOGUE_SMEM: the Dsmem tile, and what
+    #   the barriers below the 1024-aligned tiles occupy), and derive PIPE_DEPTH from them and the bytes
+    #   of one stage, so that a later step that changes a tile changes the depth with it. Everything that
+    #   is sized by PIPE_DEPTH (layouts, buffers, rings, PipelineStates) follows.
     todo("8.1 as many stages as shared memory holds")
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of the consumer warpgroup (0 is __syncthreads)
@@ -148,9 +142,9 @@ def hgemm_v8(M, N, K, sm_count):
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consume = PipelineState(PIPE_DEPTH, 0)
             # TODO 8.2: a second state, one K tile behind
-            #   The consumer will release each stage one K tile after it multiplied it (TODO 8.3), so it tracks
-            #   a second ring position, `release`, that trails `consume` by one K tile. It never waits, so only
-            #   its stage matters; it starts where `consume` starts and advances once per release.
+            #   The consumer will release a stage later than it multiplies it (TODO 8.3), so it needs a second
+            #   ring position, `release`, next to `consume`: a PipelineState that advances once per release
+            #   (start: where the consumer's releases start).
             todo("8.2 a second state, one K tile behind")
             acc = T.alloc_local((BLK_M * BLK_N // 128,), acc_type)
             desc_a = T.alloc_local((1,), "uint64")
@@ -166,21 +160,18 @@ def hgemm_v8(M, N, K, sm_count):
                         wgmma_128x128x16(acc, desc_a[0] + stage_offset, desc_b[0] + stage_offset, kk,
                                          k * (BLK_K // MMA_K) + kk != 0)
                     T.ptx.wgmma.commit_group.sync.aligned()
-                    # TODO 8.3: keep one wgmma group in flight, release the previous stage
-                    #   Instead of step 7's wait for every group, let the group just committed keep running while the
-                    #   next K tile is waited for: wait until at most one group is pending (wgmma wait_group). What is now
-                    #   known to be done is the PREVIOUS K tile's group, so the stage to hand back is `release`'s, not
-                    #   `consume`'s; at the first K tile of a tile there is no previous one. One arrival, as in step 7.
-                    #   Trap: releasing `consume`'s stage here lets the producer refill operands the group in flight
-                    #   still reads: wrong results, no hang.
-                    todo("8.3 keep one wgmma group in flight, release the previous stage")
+                    # TODO 8.3: keep wgmma work in flight, release what is done
+                    #   Instead of step 7's wait for every group, keep wgmma work in flight while the next K tile is
+                    #   waited for (wgmma wait_group takes the number of groups that may stay pending). Then release,
+                    #   on mma2tma (the arrivals of your table), the stage whose group is now known to be done, named by
+                    #   `release`, and advance `release`; where no group is known to be done yet, release nothing.
+                    todo("8.3 keep wgmma work in flight, release what is done")
                     consume.advance()
-                # TODO 8.4: drain: retire the last group, release the last stage
-                #   After the K loop one group is still in flight and the last K tile's stage has not been released:
-                #   wait for every group (the accumulator must be final before the epilogue), then release that
-                #   stage and advance `release`. Trap: without it a tile releases one stage fewer than the producer
-                #   filled; the rings drift apart and the producer waits for a phase that never comes.
-                todo("8.4 drain: retire the last group, release the last stage")
+                # TODO 8.4: drain: settle what the K loop left pending
+                #   After the K loop, the accumulator must be final before the epilogue reads it, and every stage this
+                #   tile loaded must have been released to the producer exactly once: what the loop left pending is
+                #   settled here (the same release as TODO 8.3, then `release` advances).
+                todo("8.4 drain: settle what the K loop left pending")
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem

@@ -1,11 +1,9 @@
 """Step 9 (Hopper): a 2-CTA cluster that multicasts the shared operand.
 
-Two CTAs of one cluster compute vertically adjacent output tiles (rows m and m + 128 of a 256x128
-cluster tile), so they need the same B tile. Each CTA loads its own A tile and half of the B
-tile, and the TMA multicasts that half into the shared memory of both CTAs: B crosses from L2
-once per cluster instead of once per CTA. Because a CTA's stage is now filled partly by its peer,
-a stage may be refilled only when the consumers of BOTH CTAs have released it, so the empty
-barriers count arrivals from across the cluster.
+Two CTAs of one cluster compute the two vertically adjacent 128x128 output tiles of a 256x128
+cluster tile, so they need the same B tile. Each CTA loads its own A tile and half of the B tile,
+and the TMA multicasts that half into the shared memory of both CTAs: B crosses from L2 once per
+cluster instead of once per CTA. A CTA's stage is now filled partly by its peer's producer.
 """
 
 import tvm
@@ -23,44 +21,38 @@ from kernel_helpers.todo import todo
 def hgemm_v9(M, N, K, sm_count):
     """D = A @ B^T with sm_count / 2 persistent clusters of 2 CTAs (producer + consumer warpgroups).
 
-    Data path (per cluster tile (m_idx, n_idx) from the scheduler; CTA rank r in {0, 1} of the
-    cluster owns output rows m_st = 256*m_idx + 128*r, columns n_st = 128*n_idx):
-        producer (warpgroup 0, one elected thread): for each K tile, wait until stage s is free
-        in both CTAs, then TMA its A tile --> its Asmem[s], and rows 64r..64r+63 of the B tile
-        --> Bsmem[s, 64r:64r+64] of BOTH CTAs (multicast, cta_mask 0b11); every copy completes
-        on the tma2mma[s] of the CTA it writes to, so each CTA's tma2mma[s] counts its own A
-        (16 KiB) + both B halves (2 x 8 KiB) = 32 KiB, as before;
-        consumer (warpgroup 1, 128 threads): for each K tile, wait until stage s is full -->
-        wgmma m64n128k16 x 8 --> accumulator registers; wait_group(1): the previous K tile's
-        group is done, so release the previous stage; after the last K tile, wait_group(0)
-        and release the last stage;
+    Data path (per 256x128 cluster tile (m_idx, n_idx) from the scheduler; CTA rank r in {0, 1}
+    of the cluster owns one 128-row half of it, all 128 columns):
+        producer (warpgroup 0, one elected thread): for each K tile, wait until stage s is free,
+        then TMA its A tile --> its Asmem[s], and its half of the B tile --> the same rows of
+        Bsmem[s] in BOTH CTAs (multicast); every copy completes on the tma2mma[s] of the CTA it
+        writes to, so each CTA's tma2mma[s] counts its own A (16 KiB) + both B halves
+        (2 x 8 KiB) = 32 KiB, as before;
+        consumer (warpgroup 1, 128 threads): as in step 8, but a stage it releases is released
+        to the producers of the cluster;
         after the last K tile: registers --st.shared--> Dsmem --TMA store--> D.
 
     Barrier protocol (barriers initialised once per CTA; phases carried across tiles by
-    PipelineState, which flips the phase each time the stage index wraps around):
+    PipelineState, which flips the phase each time the stage index wraps around; your first
+    task: fill in the ? cells, then write the code):
         | barrier       | arrival count | who arrives                          | who waits          | starting phase |
         |---------------|---------------|--------------------------------------|--------------------|----------------|
         | tma2mma[s]    | 1 (each)      | producer's elected thread            | all 128 consumer   | consumer: 0    |
         | s < 6 ("full")|               | (arrive.expect_tx, 32 KiB), then the | threads            |                |
         |               |               | TMA engine's byte count              |                    |                |
-        | mma2tma[s]    | 2 (each)      | consumer thread 0 of EACH CTA of the | producer's elected | producer: 1    |
-        | ("empty")     |               | cluster (one local, one remote       | thread             | (passes at     |
-        |               |               | arrive), after the wait_group that   |                    |                |
-        |               |               | retires stage s's group              |                    |                |
-        |               |               |                                      |                    | once: stages   |
-        |               |               |                                      |                    | start empty)   |
+        | mma2tma[s]    | ?             | ?                                    | ?                  | ?              |
+        | ("empty")     |               |                                      |                    |                |
         | named bar 1   | 128 threads   | the consumer warpgroup (bar.sync)    | the same           | -              |
         | (epilogue)    |               | before / after writing Dsmem         |                    |                |
-    | cluster barrier | 256 threads x 2 CTAs | everyone, after barrier init and at the end      |
-    The first cluster sync makes each CTA's initialised barriers visible to its peer before any
-    multicast or remote arrive reaches them; the last keeps a CTA alive until its peer can no
-    longer arrive on its barriers. The peer's B half may land on tma2mma[s] before this CTA's
-    producer has armed it with expect_tx: the transaction count may run ahead of the arrival,
-    and the phase cannot complete until that one arrival comes.
-    The producer and the consumer walk the same tiles and the same K tiles, so both rings see the
-    same number of uses: a different trip count on either side is a hang. No consumer warp can be
-    lapped on tma2mma[s]: its next phase needs a refill, which needs mma2tma[s], which needs the
-    warpgroup-wide wgmma that every consumer warp issues after its wait.
+        | cluster       | ?             | ?                                    | ?                  | -              |
+        | barrier (both |               |                                      |                    |                |
+        | CTAs)         |               |                                      |                    |                |
+    Questions to answer first: whose consumers must be done with a stage before either producer
+    may refill it, and how many arrivals is that per phase? When may a CTA's producer first
+    multicast into its peer, or a consumer first arrive on the peer's barrier? When may a CTA
+    exit, if its peer may still arrive on its barriers? The peer's B half may land on
+    tma2mma[s] before this CTA's producer has armed it with expect_tx: the transaction count may
+    run ahead of the arrival, and the phase cannot complete until that one arrival comes.
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
 
@@ -112,9 +104,9 @@ def hgemm_v9(M, N, K, sm_count):
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
         # TODO 9.1: this CTA's rank in the cluster
-        #   The kernel now launches in clusters of CLUSTER CTAs (stacked along M). Each CTA needs its rank
-        #   inside its cluster: it picks this CTA's rows of the cluster tile and its half of B. T.cta_id has
-        #   a cluster counterpart; declaring it is also what makes the launch a cluster launch.
+        #   rank: this CTA's index inside its cluster of CLUSTER CTAs (stacked along M); it picks this CTA's
+        #   rows of the cluster tile and its half of B. T.cta_id has a cluster counterpart
+        #   (docs/tirx-facts.md); declaring it is also what makes the launch a cluster launch.
         todo("9.1 this CTA's rank in the cluster")
         wg_id = T.warpgroup_id([2])
         warp_id = T.warp_id_in_wg([4])
@@ -130,29 +122,27 @@ def hgemm_v9(M, N, K, sm_count):
         Dsmem = pool.alloc((BLK_M, BLK_N), d_type, layout=D_layout)
         pool.commit()
 
-        # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
+        # ---- barrier init, visible to both CTAs of the cluster before first use ----
         tma2mma.init(1)
-        # TODO 9.2: the empty ring counts both CTAs' releases
-        #   A stage of this CTA is now written partly by the peer's producer (its multicast half of B), so
-        #   it may be refilled only when the consumers of BOTH CTAs are done with it: every consumer that
-        #   releases arrives on the empty barrier of every CTA. Trap: a count that differs from the
-        #   arrivals per phase (one from each CTA's consumer) either hangs or lets a stage be overwritten.
-        todo("9.2 the empty ring counts both CTAs' releases")
+        # TODO 9.2: the empty ring's count across the cluster
+        #   A stage of this CTA is now written partly by the peer's producer (its multicast half of B), and
+        #   the releases of TODOs 9.6 and 9.7 reach across the cluster. mma2tma's init takes your table's
+        #   count: the arrivals that one phase of one stage's empty barrier receives.
+        todo("9.2 the empty ring's count across the cluster")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         # TODO 9.3: publish the barriers to the whole cluster
         #   From here on the peer multicasts into this CTA's shared memory and arrives on its barriers, so
-        #   the init must be visible cluster-wide before anyone starts: a CTA barrier only orders this CTA.
-        #   Trap: a CTA-wide sync lets the peer's first multicast or remote arrive hit an uninitialised barrier.
+        #   this CTA's initialised barriers must be visible to the peer before either CTA goes on.
+        #   API: the syncs of T.cuda (docs/tirx-facts.md).
         todo("9.3 publish the barriers to the whole cluster")
 
-        # ---- tile scheduler over 256x128 cluster tiles: both CTAs of a cluster get the same ----
+        # ---- tile scheduler over 256x128 cluster tiles ----
         # TODO 9.4: the scheduler over cluster tiles and this CTA's rows
-        #   The scheduler now hands out 256x128 cluster tiles to sm_count / CLUSTER clusters, and both CTAs
-        #   of a cluster must get the SAME tile (the B they share). Give it the cluster's index rather than
-        #   the CTA's (the CTAs of a cluster have consecutive bx), and place this CTA's 128 rows inside the
-        #   cluster tile by its rank. Trap: a per-CTA schedule gives the two CTAs different B tiles, and the
-        #   multicast writes the wrong one into the peer.
+        #   tile_scheduler: the scheduler now hands out 256x128 cluster tiles, and both CTAs of a cluster
+        #   must walk the same sequence of them (they share B). Create it over the cluster tiles and the
+        #   clusters of the grid (the CTAs of a cluster have consecutive bx), and express m_st (T.meta_var)
+        #   as this CTA's 128 rows inside the current cluster tile, by rank; n_st follows below.
         todo("9.4 the scheduler over cluster tiles and this CTA's rows")
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
 
@@ -170,11 +160,11 @@ def hgemm_v9(M, N, K, sm_count):
                                           A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_auto", mbar=tma2mma.ptr_to([produce.stage]))
                             # TODO 9.5: this CTA's half of B, multicast to both CTAs
-                            #   Each CTA loads B_PART rows of the B tile (the half its rank selects) and the TMA writes them into
-                            #   the same rows of the stage in BOTH CTAs (a multicast copy: the mask of destination CTA ranks).
-                            #   Each copy completes on the tma2mma barrier at the same offset in every CTA it writes to, so
-                            #   each CTA's barrier still receives A + both halves = TMA_BYTES. Trap: arming only the bytes this
-                            #   CTA issues completes the phase before the peer's half has landed.
+                            #   This CTA's B_PART rows of the B tile (the half its rank selects) go into the same rows
+                            #   of the stage in every CTA of the cluster, with one multicast copy (Tx.copy_async's
+                            #   cta_mask: one bit per destination CTA rank). It completes on the tma2mma barrier at the
+                            #   same offset in every CTA it writes to, so each CTA's barrier receives A + both halves =
+                            #   TMA_BYTES, as the arrive above says.
                             todo("9.5 this CTA's half of B, multicast to both CTAs")
                             produce.advance()
                         tile_scheduler.next_tile()
@@ -202,19 +192,19 @@ def hgemm_v9(M, N, K, sm_count):
                     if k > 0:
                         if warp_id == 0:
                             if lane_id == 0:
-                                # TODO 9.6: release the previous stage in both CTAs
-                                #   The one releasing thread now arrives on this stage's empty barrier in every CTA of the cluster,
-                                #   its own included (the peer's producer refills this stage's other half of B). MBarrier.arrive
-                                #   can target the same barrier in the CTA of a given rank (a remote arrive); unroll over the ranks.
-                                todo("9.6 release the previous stage in both CTAs")
+                                # TODO 9.6: release the previous stage across the cluster
+                                #   Step 8's release of `release`'s stage, now to every CTA whose producer loads into
+                                #   that stage, its own included. MBarrier.arrive can target the barrier at the same
+                                #   offset in the CTA of a given rank (a remote arrive; docs/tirx-facts.md).
+                                todo("9.6 release the previous stage across the cluster")
                         release.advance()
                     consume.advance()
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if warp_id == 0:
                     if lane_id == 0:
-                        # TODO 9.7: release the last stage in both CTAs
-                        #   The drain's release, cluster-wide like TODO 9.6: one arrival on every CTA's barrier.
-                        todo("9.7 release the last stage in both CTAs")
+                        # TODO 9.7: release the last stage across the cluster
+                        #   The drain's release of step 8, across the cluster like TODO 9.6.
+                        todo("9.7 release the last stage across the cluster")
                 release.advance()
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
@@ -239,12 +229,10 @@ def hgemm_v9(M, N, K, sm_count):
             if warp_id == 0:
                 T.ptx.cp.async_.bulk.wait_group(0)
 
-        # no CTA leaves while its peer may still arrive on its barriers
         # TODO 9.8: no CTA leaves while its peer may still arrive
-        #   The peer may still arrive remotely on this CTA's empty barriers (its last releases) after this
-        #   CTA's own work is done. Every thread of both CTAs meets once more before the kernel ends.
-        #   Trap: without it a CTA exits, its shared memory is reused, and the late remote arrive corrupts
-        #   another CTA's barriers (or faults).
+        #   The peer may still arrive on this CTA's empty barriers (its last releases) after this CTA's own
+        #   work is done, and this CTA's shared memory must outlive them. Every thread of the CTA runs this,
+        #   outside the role branches.
         todo("9.8 no CTA leaves while its peer may still arrive")
 
     return kernel

@@ -1,10 +1,9 @@
 """Step 10 (Hopper): two consumer warpgroups.
 
-The CTA tile grows to 128x256 and a second consumer warpgroup joins: consumer c multiplies rows
-64c..64c+63 of the A tile with the whole B tile, one m64n256k16 wgmma per K=16 slice. Both
-consumers read the same B stage, so each byte of B brought into shared memory feeds twice the
-math, and the wider wgmma reads fewer shared-memory bytes per FLOP than two m64n128k16 do. A stage
-is free only when both consumers of both CTAs have released it.
+The CTA tile grows to 128x256 and a second consumer warpgroup joins: each consumer multiplies its
+own rows of the A tile with the whole B tile, one m64n256k16 wgmma per K=16 slice. Both consumers
+read the same B stage, so each byte of B brought into shared memory feeds twice the math, and the
+wider wgmma reads fewer shared-memory bytes per FLOP than two m64n128k16 do.
 """
 
 import tvm
@@ -24,55 +23,38 @@ def hgemm_v10(M, N, K, sm_count):
     """D = A @ B^T with sm_count / 2 persistent clusters of 2 CTAs (a producer and 2 consumer warpgroups).
 
     Data path (per 256x256 cluster tile (m_idx, n_idx) from the scheduler; CTA rank r in {0, 1}
-    owns output rows m_st = 256*m_idx + 128*r, columns n_st = 256*n_idx):
-        producer (warpgroup 0, one elected thread): for each K tile, wait until stage s is free
-        in both CTAs, then TMA its A tile (128 rows) --> its Asmem[s], and rows 128r..128r+127
-        of the B tile --> Bsmem[s, 128r:128r+128] of BOTH CTAs (multicast); each CTA's
-        tma2mma[s] counts A (16 KiB) + both B halves (2 x 16 KiB) = 48 KiB;
-        consumer c (warpgroup 1 + c, 128 threads each): for each K tile, wait until stage s is
-        full --> wgmma m64n256k16 x 4 on Asmem[s, 64c:64c+64] and Bsmem[s] --> its 128
-        accumulator registers; wait_group(1), release the previous stage; after the last K tile
-        wait_group(0), release the last stage;
-        then, for each 128-column half h: registers --st.shared--> Dsmem[c] --TMA store-->
-        D[m_st+64c : +64, n_st+128h : +128].
+    owns one 128-row half of it, all 256 columns):
+        producer (warpgroup 0, one elected thread): for each K tile, wait until stage s is free,
+        then TMA its A tile (128 rows) --> its Asmem[s], and its half of the B tile --> the same
+        rows of Bsmem[s] in BOTH CTAs (multicast); each CTA's tma2mma[s] counts A (16 KiB) +
+        both B halves (2 x 16 KiB) = 48 KiB;
+        each consumer (one warpgroup, 128 threads): for each K tile, wait until stage s is full
+        --> wgmma m64n256k16 on its rows of Asmem[s] and all of Bsmem[s] --> its accumulator
+        registers; release the stages as in step 9;
+        then registers --st.shared--> its staging tile in Dsmem --TMA store--> its rows of D.
 
     Barrier protocol (barriers initialised once per CTA; phases carried across tiles by
-    PipelineState, which flips the phase each time the stage index wraps around):
-        | barrier       | arrival count | who arrives                          | who waits          | starting phase |
-        |---------------|---------------|--------------------------------------|--------------------|----------------|
-        | tma2mma[s]    | 1 (each)      | producer's elected thread            | all 256 threads of | consumer: 0    |
-        | s < 4 ("full")|               | (arrive.expect_tx, 48 KiB), then the | both consumers     |                |
-        |               |               | TMA engine's byte count              |                    |                |
-        | mma2tma[s]    | 4 (each)      | thread 0 of each of the 2 consumers  | producer's elected | producer: 1    |
-        | ("empty")     |               | of EACH CTA of the cluster (local +  | thread             | (passes at     |
-        |               |               | arrive), after the wait_group that   |                    |                |
-        |               |               | retires stage s's group              |                    |                |
-        |               |               |                                      |                    | once: stages   |
-        |               |               |                                      |                    | start empty)   |
-        | named bar 1+c | 128 threads   | consumer c (bar.sync), before /      | the same           | -              |
-        | (epilogue)    |               | after writing Dsmem[c]               |                    |                |
-    | cluster barrier | 384 threads x 2 CTAs | everyone, after barrier init and at the end      |
-    The first cluster sync makes each CTA's initialised barriers visible to its peer before any
-    multicast or remote arrive reaches them; the last keeps a CTA alive until its peer can no
-    longer arrive on its barriers. The peer's B half may land on tma2mma[s] before this CTA's
-    producer has armed it with expect_tx: the transaction count may run ahead of the arrival,
-    and the phase cannot complete until that one arrival comes.
-    The producer and the consumer walk the same tiles and the same K tiles, so both rings see the
-    same number of uses: a different trip count on either side is a hang. No consumer warp can be
-    lapped on tma2mma[s]: its next phase needs a refill, which needs mma2tma[s], which needs the
-    warpgroup-wide wgmma that every consumer warp issues after its wait.
-    Epilogue hand-off: before each half's Dsmem[c] writes, consumer c's warp 0 waits until its
-    previous TMA store has read Dsmem[c] (cp.async.bulk.wait_group.read 0), then named barrier 1 + c. Each
-    consumer has its own barrier id: sharing one id between two warpgroups of 128 threads makes a
-    bar.sync complete with a mix of both, so one consumer could overwrite Dsmem too early.
+    PipelineState, which flips the phase each time the stage index wraps around; your first
+    task: fill in the ? cells, then write the code):
+        | barrier                 | arrival count | who arrives | who waits | starting phase |
+        |-------------------------|---------------|-------------|-----------|----------------|
+        | tma2mma[s]              | ?             | ?           | ?         | ?              |
+        | s < PIPE_DEPTH ("full") |               |             |           |                |
+        | mma2tma[s] ("empty")    | ?             | ?           | ?         | ?              |
+        | named bar(s) of the     | ?             | ?           | ?         | -              |
+        | consumers' epilogues    |               |             |           |                |
+        | cluster barrier         | ?             | ?           | ?         | -              |
+        | (both CTAs)             |               |             |           |                |
+    Questions to answer first: who must be done with a stage before it may be refilled, now? How
+    many stages fit beside the staging tiles, and how large must a staging tile be? Which threads
+    take part in one consumer's epilogue barrier, and what does a named barrier count?
+    The peer's B half may land on tma2mma[s] before this CTA's producer has armed it with
+    expect_tx: the transaction count may run ahead of the arrival, and the phase cannot complete
+    until that one arrival comes.
 
-    setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
-    TVM emit __launch_bounds__(384, 1); without it ptxas ignores setmaxnreg (warning C7508).
-    Shared memory: a stage is now 48 KiB, so the ring shrinks from 6 to 4 stages (192 KiB); a whole 64x256 staging tile
-    per consumer (64 KiB for two) would not fit beside them in the 227 KiB a CTA may use, so each
-    consumer stages and stores its rows in two 128-column halves (2 x 16 KiB). Measured on an H100
-    (4096^3, one run, interleaved): 3 stages with whole-tile staging 0.973x cuBLAS, 4 stages with
-    half-tile staging 1.000x.
+    setmaxnreg needs a register cap at kernel entry: with three warpgroups TVM emits
+    __launch_bounds__(384, 1) from the same attribute as before; without it ptxas ignores
+    setmaxnreg (warning C7508).
 
     Blackwell twin: two MMA warps of one warpgroup each issue a cta_group=2 MMA into their own
     TMEM columns, and two writeback warpgroups each drain one of them, with its own Dsmem and
@@ -90,20 +72,19 @@ def hgemm_v10(M, N, K, sm_count):
     MMA_K = 16
     K_TILES = K // BLK_K
     # TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that fit beside them
-    #   NUM_CONSUMERS consumer warpgroups split the BLK_M rows of the CTA tile (CONSUMER_ROWS each); each
-    #   has its own accumulator and its own Dsmem staging tile of EPI_N columns. Step 8's rule sizes the
-    #   ring: EPILOGUE_SMEM is what the staging tiles and the barriers take of SMEM_PER_CTA, and PIPE_DEPTH
-    #   is the most whole stages that fit in the rest. Trap: a stage is now 48 KiB, so whole-width staging
-    #   tiles cost a whole stage (level 2 of the hint has what each choice measured). Registers: the
-    #   setmaxnreg split (PRODUCER_REGS, CONSUMER_REGS) must now fit three warpgroups in the 64K file.
+    #   Name NUM_CONSUMERS, CONSUMER_ROWS (the rows of the CTA tile each consumer owns) and EPI_N (the
+    #   columns of D one staging tile holds: fewer than BLK_N means a consumer stores its rows in parts,
+    #   one after the other); step 8's SMEM_PER_CTA, EPILOGUE_SMEM and PIPE_DEPTH for the new sizes
+    #   (every byte of staging is a byte the ring cannot have); and the setmaxnreg caps PRODUCER_REGS and
+    #   CONSUMER_REGS, now for three warpgroups in the SM's 64K registers.
     todo("10.1 the consumers' rows, staging tiles and registers, and the stages that fit beside them")
-    EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
+    EPILOGUE_BAR = 1  # the first named barrier id the consumers may use (0 is __syncthreads)
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     # TODO 10.2: a staging layout per consumer
-    #   Each consumer writes back its own rows, so each needs its own staging tile in Dsmem (TODO 10.1's
-    #   CONSUMER_ROWS x EPI_N), with a leading consumer dimension. Same 128B-swizzled layout family as before.
+    #   D_layout: each consumer writes back its own rows, so each has its own CONSUMER_ROWS x EPI_N
+    #   staging tile in Dsmem, indexed by the consumer first; the same 128B-swizzled layout family.
     todo("10.2 a staging layout per consumer")
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
 
@@ -118,10 +99,10 @@ def hgemm_v10(M, N, K, sm_count):
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
         rank = T.cta_id_in_cluster([CLUSTER])
-        # TODO 10.3: a producer and NUM_CONSUMERS consumer warpgroups
-        #   Warpgroup 0 stays the producer; warpgroups 1 .. NUM_CONSUMERS are consumers (384 threads).
-        #   The register split still fits: 128 x (PRODUCER_REGS + 2 x CONSUMER_REGS) <= 64K registers.
-        todo("10.3 a producer and NUM_CONSUMERS consumer warpgroups")
+        # TODO 10.3: a producer and the consumer warpgroups
+        #   wg_id: warpgroup 0 stays the producer, and the code below takes every other warpgroup as a
+        #   consumer; the CTA now has one warpgroup per role.
+        todo("10.3 a producer and the consumer warpgroups")
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
 
@@ -133,23 +114,22 @@ def hgemm_v10(M, N, K, sm_count):
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
         # TODO 10.4: the staging buffer
-        #   Allocate Dsmem with the shape of TODO 10.2's layout.
+        #   Dsmem with the shape of TODO 10.2's layout.
         todo("10.4 the staging buffer")
         pool.commit()
 
-        # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
+        # ---- barrier init, visible to both CTAs of the cluster before first use ----
         tma2mma.init(1)
-        # TODO 10.5: the empty ring counts every consumer of the cluster
-        #   A stage is free when every consumer that reads it, in both CTAs, has released it; each consumer
-        #   warpgroup still releases with one thread on both CTAs' barriers, as in step 9 (code unchanged).
-        #   Trap: step 9's count now completes a phase after half of the releases: a stage is refilled
-        #   while the other consumers still read it.
-        todo("10.5 the empty ring counts every consumer of the cluster")
+        # TODO 10.5: the empty ring's count with two consumers
+        #   Each consumer warpgroup releases a stage with the given code (one thread, on the barriers of both CTAs, as
+        #   in step 9). mma2tma's init takes your table's count: the arrivals one phase of one stage's empty barrier
+        #   receives, now that more warpgroups read each stage.
+        todo("10.5 the empty ring's count with two consumers")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cluster_sync()
 
-        # ---- tile scheduler over 256x256 cluster tiles: both CTAs of a cluster get the same ----
+        # ---- tile scheduler over 256x256 cluster tiles ----
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=M // (CLUSTER * BLK_M), num_n_tiles=N // BLK_N,
             l2_group_size=8, num_clusters=sm_count // CLUSTER)
@@ -182,34 +162,33 @@ def hgemm_v10(M, N, K, sm_count):
             # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             # TODO 10.6: which consumer this warpgroup is, and its accumulator
-            #   A name for this warpgroup's consumer index, 0 .. NUM_CONSUMERS - 1, from its warpgroup index
-            #   (an expression substituted where the name is used, like m_st: T.meta_var); and the registers
-            #   that hold this consumer's CONSUMER_ROWS x BLK_N fp32 accumulator, spread over the warpgroup's
-            #   128 threads.
+            #   consumer: this warpgroup's consumer index, 0 .. NUM_CONSUMERS - 1, from wg_id (T.meta_var: an expression
+            #   substituted where the name is used); acc: the registers of this consumer's CONSUMER_ROWS x BLK_N fp32
+            #   accumulator, spread over the warpgroup's 128 threads.
             todo("10.6 which consumer this warpgroup is, and its accumulator")
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
             # TODO 10.7: this consumer's rows of A
-            #   Consumer c multiplies rows c * CONSUMER_ROWS .. + CONSUMER_ROWS of the A tile with the whole B
-            #   tile: its A descriptor starts at its first row of stage 0 (B's stays at row 0).
+            #   desc_a: this consumer multiplies its CONSUMER_ROWS rows of the A tile with the whole B tile, so its A
+            #   descriptor starts at its first row of stage 0 (desc_b is encoded below, as before).
             todo("10.7 this consumer's rows of A")
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
             while tile_scheduler.valid():
                 for k in range(K_TILES):
                     tma2mma.wait(consume.stage, consume.phase)
                     # TODO 10.8: stage offsets of A and B
-                    #   A stage of A is still 128 rows (16 KiB), but a stage of B is now BLK_N = 256 rows, twice the
-                    #   bytes: the two operands need different per-stage descriptor offsets (STAGE_DESC_STEP is 16 KiB in
-                    #   descriptor units; uint64 as before). Trap: step 9's one offset for both reads the wrong B stage.
+                    #   a_offset and b_offset (names TODO 10.9 may use): how far the state's stage lies from stage 0,
+                    #   for each operand, in descriptor units (STAGE_DESC_STEP is one 128x64 fp16 stage, 16 KiB), as
+                    #   uint64. A stage of A and a stage of B no longer have the same size.
                     todo("10.8 stage offsets of A and B")
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
                         # TODO 10.9: one m64n256 wgmma per K=16 slice
-                        #   Each consumer's 64x256 slice of the tile is ONE wgmma per K=16 slice (kernel_helpers.hopper has
-                        #   the m64n256k16 helper, same arguments as before): the wider instruction reads B once for 256
-                        #   columns. The first slice of each tile still overwrites the accumulator.
+                        #   This consumer's CONSUMER_ROWS x BLK_N slice, one wgmma per K=16 slice kk with the m64n256k16
+                        #   helper of kernel_helpers.hopper (the same arguments as before), on the descriptors moved to
+                        #   the state's stage. The first slice of each tile still overwrites the accumulator.
                         todo("10.9 one m64n256 wgmma per K=16 slice")
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
@@ -228,17 +207,14 @@ def hgemm_v10(M, N, K, sm_count):
                             mma2tma.arrive(release.stage, remote=peer)
                 release.advance()
 
-                # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
-                # the previous tile's TMA store must have finished reading Dsmem
-                # TODO 10.10: each consumer stores its rows, half by half, on its own named barrier
-                #   For each of the BLK_N // EPI_N column halves: warp 0 waits until this consumer's previous store
-                #   has read its Dsmem tile; the consumer's 128 threads sync; each writes the half's accumulator
-                #   registers (64 a thread, the m64 fragment rows) into its Dsmem tile; proxy fence; sync; one
-                #   thread TMA-stores it to D at this consumer's rows and the half's columns, and commits.
-                #   Trap: named barrier ids count threads, not warpgroups: if both consumers sync on the same id, a
-                #   bar.sync of 128 completes with a mix of both, and one consumer overwrites Dsmem too early. Give
-                #   each consumer its own id (EPILOGUE_BAR + its index; never 0, the CTA-wide barrier).
-                todo("10.10 each consumer stores its rows, half by half, on its own named barrier")
+                # ---- writeback: registers -> fp16 -> this consumer's staging tile -> TMA store ----
+                # TODO 10.10: each consumer stores its rows, part by part
+                #   Step 8's writeback per consumer: for each EPI_N-column part of this consumer's rows, the staging
+                #   wait, the fragments into this consumer's staging tile, the proxy fence, and one TMA store of it to D
+                #   at this consumer's rows and the part's columns, with its commit. Only this consumer's 128 threads
+                #   synchronise. Trap: a named barrier counts threads, not warpgroups: if two consumers bar.sync on one
+                #   id, it completes with a mix of both, and one consumer overwrites Dsmem too early.
+                todo("10.10 each consumer stores its rows, part by part")
                 tile_scheduler.next_tile()
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away
