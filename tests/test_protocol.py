@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, present_steps
 from grader.core import build
 from grader.analysis import protocol
-from grader.commands import check
+from grader.commands import check as check_command
 from grader.core.steps import DEFAULT_SM_COUNT, STEPS
 
 SM_COUNT = {"blackwell": DEFAULT_SM_COUNT["sm_100a"], "hopper": DEFAULT_SM_COUNT["sm_90a"]}
@@ -172,7 +172,7 @@ def test_a_barrier_armed_by_two_expect_tx_arrivals_of_one_thread_is_fine(tmp_pat
 
 
 def test_make_check_prints_one_line_per_shape_and_exit_status(capsys):
-    assert check.main(["--step", "5", "--impl", "solutions", "--track", "hopper", "--shape", "256x384x192"]) == 0
+    assert check_command.main(["--step", "5", "--impl", "solutions", "--track", "hopper", "--shape", "256x384x192"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1].startswith("no protocol problem found at 256x384x192 (4 warps, ")
     assert out[-1].endswith(" barrier ops simulated)")
@@ -186,7 +186,7 @@ def test_make_check_prints_one_line_per_shape_and_exit_status(capsys):
     (["--step", "5", "--track", "hopper", "--shape", "big"], "--shape must look like"),
 ])
 def test_bad_options_are_one_line_and_exit_2(capsys, argv, message):
-    assert check.main(argv) == 2
+    assert check_command.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
 
