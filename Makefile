@@ -41,7 +41,7 @@ help:
 	@echo "make calibrate [STEP=all] [SHAPES=...] [MARGIN=0.5]  set the speed floors (grader/speed_floors.json) from the reference solutions on this GPU"
 	@echo "make autograder                              build/autograder.zip: a Gradescope autograder (instructor mode; see README)"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
-	@echo "make notebooks                               Jupyter on notebooks/ (the walk-throughs of steps 1-10)"
+	@echo "make notebooks [TRACK=hopper|blackwell]      Jupyter on notebooks/, the walk-throughs (TRACK: without a GPU)"
 	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
 	@echo "make wheelhouse                              download every wheel into ./wheelhouse for an offline setup"
 	@echo "Add PYTHON=python3 to any target to use that interpreter instead of .venv."
@@ -102,7 +102,7 @@ test: $(ENV_READY)
 notebooks: $(ENV_READY)
 	@$(PYTHON) -c "import jupyterlab" 2>/dev/null || $(PYTHON) -c "import notebook" 2>/dev/null || \
 	    { echo "make notebooks: Jupyter is not installed; install it with: $(PYTHON) -m pip install jupyterlab"; exit 1; }
-	$(PYTHON) -m $$($(PYTHON) -c "import jupyterlab" 2>/dev/null && echo jupyterlab || echo notebook) --notebook-dir=notebooks
+	COURSE_TRACK=$(call quote,$(TRACK)) $(PYTHON) -m $$($(PYTHON) -c "import jupyterlab" 2>/dev/null && echo jupyterlab || echo notebook) --notebook-dir=notebooks
 
 wheelhouse:
 	python3 -m pip download -d wheelhouse -r requirements.txt

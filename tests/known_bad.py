@@ -1,7 +1,9 @@
 """Known-bad kernels: the reference solutions with one plausible mistake each.
 
 Every variant builds and shows its step's features, yet would hang, compute wrong or run slow on a
-GPU. The CPU grade must fail each one with a message that names the fix (tests/test_known_bad_cpu.py);
+GPU (except where the TODO's decision is a feature itself, e.g. the step's warpgroups or its cluster: then
+that feature's check names it; and BUILD, where only the build rejects it). The CPU grade must fail each one
+with a message that names the fix (tests/test_known_bad_cpu.py);
 tests/test_known_bad_gpu.py runs the Hopper ones on a GPU and records what they really do there.
 `gpu` is what the mistake is expected to do on the GPU, not a measurement.
 """
@@ -70,6 +72,23 @@ _HOPPER_FLAG = r"k \* \(BLK_K // MMA_K\) \+ kk != 0"
 # the wait before the threads rewrite the staging tile of the TMA store (step 6: then a CTA barrier)
 _STAGING_WAIT = r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\.read\(0\)"
 _STAGING_WAIT_THEN_CTA_SYNC = _STAGING_WAIT + r"\n\s+T\.cuda\.cta_sync\(\)"
+# Hopper step 9's release of a stage on the empty barrier of every CTA of the cluster
+_RELEASE_ON_EVERY_PEER = r"for peer in T\.unroll\(CLUSTER\):\n\s+mma2tma\.arrive\(release\.stage, remote=peer\)"
+# steps 4-6: the blocks the variants of one TODO each change
+_TMA_BYTES = r"(TMA_BYTES = \(BLK_M \* BLK_K \+ BLK_N \* BLK_K\)) \* 2"
+_TILE_BYTES = r"(TILE_BYTES = \(BLK_M \* BLK_K \+ BLK_N \* BLK_K\)) \* 2"
+_INIT_TMA_BAR_0 = r"(mbarrier\.init\.shared\.b64\(tma_bar\.ptr_to\(\[0\]\), T\.uint32\()1\)"
+_FINAL_BULK_WAIT = r"\n\s+if warp_id == 0:\n\s+T\.ptx\.cp\.async_\.bulk\.wait_group\(0\)"
+_MMA_BAR_WAIT_LINES = r"T\.cuda\.mbarrier_wait\(mma_bar\.ptr_to\(\[0\]\), phase_mma\)\n\s+phase_mma = phase_mma \^ 1"
+_A_LAYOUT_128B = r"(A_layout = mma_shared_layout\(a_type, SwizzleMode\.)SWIZZLE_128B_ATOM"
+_TMA_BAR_PER_STAGE = r"(tma_bar = pool\.alloc\(\()PIPE_DEPTH,\)"
+_ASMEM_LAYOUT = r"(?<=Asmem = pool\.alloc\(\(PIPE_DEPTH, BLK_M, BLK_K\), a_type), layout=A_layout"
+_INIT_STAGE_S = r"(mbarrier\.init\.shared\.b64\(tma_bar\.ptr_to\(\[)s\]"
+_A_COPY_MBAR_STAGE = (r"(Tx\.copy_async\(Asmem\[stage, :, :\], [^\n]*\n\s+dispatch=\"tma_auto\", "
+                      r"mbar=tma_bar\.ptr_to\(\[)stage(\]\)\))")
+_PROLOGUE = r"for s in T\.unroll\(PRE_NUM\):"
+_ONE_CTA_PER_SM, _ONE_CTA_PER_TILE = r"bx = T\.cta_id\(\[sm_count\]\)", "bx = T.cta_id([(M // BLK_M) * (N // BLK_N)])"
+_NEXT_TILE_AFTER_STORE = r"mma_tile\(\)\n(\s+)store_tile\(\)\n\s+tile_scheduler\.next_tile\(\)"
 
 VARIANTS: tuple[Variant, ...] = (
     # ---- Hopper, steps 1-6 ----
@@ -90,46 +109,201 @@ VARIANTS: tuple[Variant, ...] = (
             "slow", features.CTA_WIDE_COPIES.name),
     Variant("hopper-4-b-by-cp-async", "hopper", 4,
             r"(Tx\.copy_async\(Bsmem\[:, :\], B\[n_st:n_st \+ BLK_N, k_st:k_st \+ BLK_K\],\n\s+)dispatch=\"tma_auto\", ",
-            r"\1", "hang", features.TMA_EVERY_OPERAND.name),
+            r"\1", "hang", features.TMA_EVERY_OPERAND.name, todo="4.4", names=("loaded by TMA", "dispatch")),
     Variant("hopper-4-tma-on-4-threads", "hopper", 4, _WARP_THEN_ELECT_THEN_ARRIVE, r"if True:\n\1",
-            "fault", features.ONE_TMA_ISSUER.name),
+            "fault", features.ONE_TMA_ISSUER.name, todo="4.4", names=("one thread", "elect_sync")),
     Variant("hopper-4-tma-on-32-threads", "hopper", 4, _ELECT_THEN_ARRIVE, r"if True:\n\1",
-            "fault", features.ONE_EXPECT_TX.name),
+            "fault", features.ONE_EXPECT_TX.name, todo="4.4", names=("one thread", "elect_sync")),
     Variant("hopper-4-phase-never-flipped", "hopper", 4, r"\n\s+phase_tma = phase_tma \^ 1", "",
-            "fault", features.PHASES_FLIP.name),
+            "fault", features.PHASES_FLIP.name, todo="4.5", names=("flipping phase",)),
     Variant("hopper-4-no-fence-before-tma-store", "hopper", 4,
             r"(acc\[h \* 64 \+ i\], d_type\)\n\s+#[^\n]*)\n\s+T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", r"\1",
-            "race", features.STORE_FENCE.name),
-    Variant("hopper-5-phase-never-flipped", "hopper", 5, r"\n\s+phase_tma\[s\] = phase_tma\[s\] \^ 1", "",
-            "fault", features.PHASES_FLIP.name),
-    Variant("hopper-6-tma-store-on-32-threads", "hopper", 6,
+            "race", features.STORE_FENCE.name, todo="4.6", names=("fence",)),
+    # the TMA store on all 32 lanes: measured as step 6 (where the store is given code), a step 4 mistake
+    Variant("hopper-4-tma-store-on-32-threads", "hopper", 4,
             r"if T\.cuda\.elect_sync\(\):\n(\s+Tx\.copy_async\(D\[)", r"if True:\n\1",
-            "redundant", features.ONE_TMA_STORER.name),
+            "redundant", features.ONE_TMA_STORER.name, todo="4.6", names=("one thread", "TMA store")),
+    Variant("hopper-5-phase-never-flipped", "hopper", 5, r"\n\s+phase_tma\[s\] = phase_tma\[s\] \^ 1", "",
+            "fault", features.PHASES_FLIP.name, todo="5.9", names=("flipping phase",)),
     Variant("hopper-6-dsmem-rewritten-before-the-store-read-it", "hopper", 6,
             _STAGING_WAIT_THEN_CTA_SYNC, "",
-            "race", features.STAGING_REUSE.name),
+            "race", features.STAGING_REUSE.name, todo="6.3", names=("Dsmem", "wait_group")),
+    # ---- Hopper steps 4-6: one mistake per TODO (expected, not run on the H100), named by its first finding ----
+    Variant("hopper-4-expect-tx-without-the-fp16-size", "hopper", 4, _TMA_BYTES, r"\1",
+            "wrong", SIMULATED, todo="4.1", names=("tma_bar", "expect_tx")),
+    Variant("hopper-4-tma-bar-counts-every-thread", "hopper", 4, _INIT_TMA_BAR_0, r"\g<1>128)",
+            "hang", SIMULATED, todo="4.2", names=("tma_bar", "init count")),
+    Variant("hopper-4-tma-phase-starts-at-1", "hopper", 4, r"phase_tma = 0\n", "phase_tma = 1\n",
+            "wrong", SIMULATED, todo="4.3", names=("tma_bar", "starting phase")),
+    Variant("hopper-4-only-the-issuing-thread-waits", "hopper", 4,
+            r"\n(\s+)T\.cuda\.mbarrier_wait\(tma_bar\.ptr_to\(\[0\]\), phase_tma\)\n\s+phase_tma = phase_tma \^ 1",
+            r"\n\1if warp_id == 0:\n\1    if T.cuda.elect_sync():\n\1        "
+            r"T.cuda.mbarrier_wait(tma_bar.ptr_to([0]), phase_tma)\n\1phase_tma = phase_tma ^ 1",
+            "wrong", SIMULATED, todo="4.5", names=("tma_bar", "not waited")),
+    Variant("hopper-4-no-final-bulk-wait", "hopper", 4, _FINAL_BULK_WAIT, "",
+            "race", features.STORE_WAITED.name, todo="4.7", names=("wait_group", "exits")),
+    Variant("hopper-5-a-layout-64b-swizzled", "hopper", 5, _A_LAYOUT_128B, r"\1SWIZZLE_64B_ATOM",
+            "wrong", SIMULATED, todo="5.1", names=("Asmem", "layout", "64B-swizzled")),
+    # tma_bar[1] lands in the padding before the 1 KiB-aligned tiles: expected to come out right by luck
+    Variant("hopper-5-one-tma-barrier-for-two-stages", "hopper", 5, _TMA_BAR_PER_STAGE, r"\g<1>1,)",
+            "race", SIMULATED, todo="5.2", names=("tma_bar", "1 slot")),
+    Variant("hopper-5-asmem-without-its-swizzled-layout", "hopper", 5, _ASMEM_LAYOUT, "",
+            "wrong", SIMULATED, todo="5.3", names=("Asmem", "not swizzled")),
+    Variant("hopper-5-stage-0-initialised-twice", "hopper", 5, _INIT_STAGE_S, r"\g<1>0]",
+            "hang", SIMULATED, todo="5.4", names=("tma_bar[1]", "initialised")),
+    Variant("hopper-5-phases-start-at-1", "hopper", 5, r"phase_tma\[s\] = 0\n", "phase_tma[s] = 1\n",
+            "wrong", SIMULATED, todo="5.5", names=("tma_bar", "starting phase")),
+    Variant("hopper-5-every-descriptor-on-stage-0", "hopper", 5,
+            r"encode_sw128_desc\(desc_a\[s\], Asmem\.ptr_to\(\[s, 0, 0\]\)\)",
+            "encode_sw128_desc(desc_a[s], Asmem.ptr_to([0, 0, 0]))",
+            "wrong", SIMULATED, todo="5.6", names=("descriptor", "not the stage it waited for")),
+    Variant("hopper-5-a-copy-completes-on-stage-0", "hopper", 5, _A_COPY_MBAR_STAGE, r"\g<1>0\2",
+            "hang", SIMULATED, todo="5.7", names=("tma_bar[0]", "mbar")),
+    Variant("hopper-5-prologue-fills-one-stage", "hopper", 5, _PROLOGUE, "for s in T.unroll(1):",
+            "hang", features.EVERY_K_TILE_LOADED.name, todo="5.8", names=("every K tile",)),
+    Variant("hopper-5-refill-before-the-mma", "hopper", 5,
+            r"\n(\s+)mma_k_tile\(s, k\)\n(\s+# ---- refill[^\n]*\n\s+if warp_id == 0:\n\s+if T\.cuda\.elect_sync\(\):\n"
+            r"\s+if k \+ PIPE_DEPTH < K_TILES:\n\s+tma_load\(s, k \+ PIPE_DEPTH\))", r"\n\2\n\1mma_k_tile(s, k)",
+            "wrong", SIMULATED, todo="5.9", names=("tma_bar[0]", "refilled before this read")),
+    Variant("hopper-6-one-cta-per-tile-around-the-tile-loop", "hopper", 6, _ONE_CTA_PER_SM, _ONE_CTA_PER_TILE,
+            "slow", features.TILE_STRIDE.name, todo="6.1", names=("one CTA per SM",)),
+    Variant("hopper-6-scheduler-never-initialised", "hopper", 6, r"\n\s+tile_scheduler\.init\(bx\)", "",
+            "wrong", features.TILE_STRIDE.name, todo="6.2", names=("init(bx)",)),
+    Variant("hopper-6-next-tile-before-the-store", "hopper", 6, _NEXT_TILE_AFTER_STORE,
+            r"mma_tile()\n\1tile_scheduler.next_tile()\n\1store_tile()",
+            "wrong", features.TILE_FOLLOWED.name, todo="6.4", names=("next_tile()", "after the tile's store")),
     # traps named by the skeletons
     # (A's twin of hopper-4-b-by-cp-async, which hung on the H100; the skeleton's TODO 4.4 names it as its trap)
     Variant("hopper-4-a-by-cp-async", "hopper", 4,
             r"(Tx\.copy_async\(Asmem\[:, :\], A\[m_st:m_st \+ BLK_M, k_st:k_st \+ BLK_K\],\n\s+)"
             r"dispatch=\"tma_auto\", ", r"\1",
             "hang", features.TMA_EVERY_OPERAND.name, todo="4.4", names=("loaded by TMA", "dispatch"), trap=True),
-    # ---- Hopper, steps 7-10: the same classes inside warp roles ----
-    Variant("hopper-7-dsmem-rewritten-before-the-store-read-it", "hopper", 7,
-            _STAGING_WAIT + r"(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
-            "race", features.STAGING_REUSE.name),
+    # ---- Hopper, steps 7-10: one mistake per TODO (expected, not run on the H100), named by its first finding ----
+    # step 7
+    # the consumer capped at its 128 accumulator registers: ptxas spills the rest to local memory
+    Variant("hopper-7-consumer-capped-at-its-accumulator", "hopper", 7,
+            r"PRODUCER_REGS, CONSUMER_REGS = 40, 232", "PRODUCER_REGS, CONSUMER_REGS = 40, 128",
+            "slow", features.NO_SPILLS.name, todo="7.1", names=("spills", "CONSUMER_REGS")),
+    Variant("hopper-7-no-register-cap-at-launch", "hopper", 7,
+            r'\n\s+T\.attr\(\{"tirx\.launch_bounds_min_blocks_per_sm": 1\}\)', "",
+            "slow", features.SETMAXNREG_APPLIED.name, todo="7.2", names=("launch_bounds", "setmaxnreg")),
+    Variant("hopper-7-one-warpgroup", "hopper", 7, r"wg_id = T\.warpgroup_id\(\[2\]\)", "wg_id = T.warpgroup_id([1])",
+            "hang", features.PRODUCER_CONSUMER.name, todo="7.3", names=("warpgroup",)),
+    # MBarrier.arrive(stage, TMA_BYTES) takes the byte count for a remote CTA rank: no expect_tx at all
+    Variant("hopper-7-tma2mma-a-plain-mbarrier", "hopper", 7, r"tma2mma = TMABar\(", "tma2mma = MBarrier(",
+            "fault", features.EXPECT_TX.name, todo="7.4", names=("expect_tx", "TMABar")),
+    # the A and B copies counted as arrivals: their bytes complete the phase, not arrivals
+    Variant("hopper-7-tma2mma-counts-both-copies", "hopper", 7, r"tma2mma\.init\(1\)", "tma2mma.init(2)",
+            "hang", SIMULATED, todo="7.5", names=("tma2mma", "init count")),
+    Variant("hopper-7-setmaxnreg-dec-in-the-elected-thread", "hopper", 7,
+            r"\n\s+T\.ptx\.setmaxnreg\.dec\.sync\.aligned\.u32\(PRODUCER_REGS\)((?:\n\s+# [^\n]*)*\n\s+if warp_id == 0:"
+            r"\n\s+if T\.cuda\.elect_sync\(\):)(\n\s+)",
+            r"\1\2T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)\2",
+            "hang", features.SETMAXNREG_BY_WARPGROUPS.name, todo="7.6", names=("setmaxnreg", "128 threads")),
     Variant("hopper-7-producer-on-32-threads", "hopper", 7,
             r"if T\.cuda\.elect_sync\(\):\n(\s+produce = PipelineState)", r"if True:\n\1",
-            "fault", features.ONE_TMA_ISSUER.name),
-    Variant("hopper-8-accumulator-reset-every-k-tile", "hopper", 8, _HOPPER_FLAG, "kk != 0",
-            "wrong", features.ACCUMULATE_FLAG.name),
-    Variant("hopper-9-no-wgmma-fence", "hopper", 9, r"\n\s+T\.ptx\.wgmma\.fence\.sync\.aligned\(\)", "",
-            "race", features.WGMMA_FENCES.name),
+            "fault", features.ONE_TMA_ISSUER.name, todo="7.7", names=("one thread issues the TMA", "elect_sync")),
+    Variant("hopper-7-producer-starts-at-phase-0", "hopper", 7,
+            r"produce = PipelineState\(PIPE_DEPTH, 1\)", "produce = PipelineState(PIPE_DEPTH, 0)",
+            "hang", SIMULATED, todo="7.7", names=("mma2tma", "starting phase")),
+    Variant("hopper-7-consumer-starts-at-phase-1", "hopper", 7,
+            r"consume = PipelineState\(PIPE_DEPTH, 0\)", "consume = PipelineState(PIPE_DEPTH, 1)",
+            "wrong", SIMULATED, todo="7.8", names=("tma2mma", "starting phase")),
+    Variant("hopper-7-release-before-the-wait-group", "hopper", 7,
+            r"(\n\s+)T\.ptx\.wgmma\.wait_group\.sync\.aligned\(0\)((?:\n\s+# [^\n]*)*\n\s+if warp_id == 0:\n\s+"
+            r"if lane_id == 0:\n\s+mma2tma\.arrive\(consume\.stage\))",
+            r"\2\1T.ptx.wgmma.wait_group.sync.aligned(0)",
+            "wrong", SIMULATED, todo="7.9", names=("mma2tma", "wait_group")),
+    Variant("hopper-7-dsmem-rewritten-before-the-store-read-it", "hopper", 7,
+            _STAGING_WAIT + r"(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
+            "race", features.STAGING_REUSE.name, todo="7.10", names=("Dsmem", "wait_group.read")),
+    # step 6's CTA-wide barrier kept: the producer warpgroup never reaches it
+    Variant("hopper-7-cta-sync-in-the-epilogue", "hopper", 7,
+            r"T\.cuda\.warpgroup_sync\(EPILOGUE_BAR\)", "T.cuda.cta_sync()",
+            "hang", SIMULATED, todo="7.10", names=("cta_sync", "warpgroup_sync")),
+    # step 8
+    Variant("hopper-8-depth-from-a-stage-counted-in-elements", "hopper", 8,
+            r"PIPE_DEPTH = \(SMEM_PER_CTA - EPILOGUE_SMEM\) // \(\(BLK_M \+ BLK_N\) \* BLK_K \* 2\)",
+            "PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K)",
+            "fault", features.SHARED_MEMORY_FITS.name, todo="8.1", names=("shared memory", "PIPE_DEPTH")),
+    # `release` is the same PipelineState as `consume`: each release advances both, stages go unreleased
+    Variant("hopper-8-release-is-the-consume-state", "hopper", 8,
+            r"release = PipelineState\(PIPE_DEPTH, 0\)", "release = consume",
+            "hang", SIMULATED, todo="8.2", names=("mma2tma", "never released")),
+    # the stage just issued is released (its group still in flight), from the first K tile on
+    Variant("hopper-8-release-the-stage-in-flight", "hopper", 8,
+            r"(\n( +))if k > 0:\n(\s+)if warp_id == 0:\n(\s+)if lane_id == 0:\n\s+mma2tma\.arrive\(release\.stage\)\n"
+            r"\s+release\.advance\(\)",
+            r"\1if warp_id == 0:\n\3if lane_id == 0:\n\4mma2tma.arrive(consume.stage)\1release.advance()",
+            "wrong", SIMULATED, todo="8.3", names=("mma2tma", "wait_group")),
+    Variant("hopper-8-no-release-after-the-k-loop", "hopper", 8,
+            r"(# >>> TODO 8\.4[^\n]*\n\s+T\.ptx\.wgmma\.wait_group\.sync\.aligned\(0\))\n\s+if warp_id == 0:\n"
+            r"\s+if lane_id == 0:\n\s+mma2tma\.arrive\(release\.stage\)\n\s+release\.advance\(\)", r"\1",
+            "hang", SIMULATED, todo="8.4", names=("mma2tma", "after the K loop")),
+    # step 9
+    # the rank from the CTA index: no cluster is declared, so the launch is not a cluster launch
+    Variant("hopper-9-rank-from-the-cta-index", "hopper", 9,
+            r"rank = T\.cta_id_in_cluster\(\[CLUSTER\]\)", "rank = bx % CLUSTER",
+            "fault", features.CLUSTER_PAIR.name, todo="9.1", names=("clusters of 2 CTAs", "cta_id_in_cluster")),
+    Variant("hopper-9-mma2tma-counts-one-cta", "hopper", 9, r"mma2tma\.init\(CLUSTER\)", "mma2tma.init(1)",
+            "wrong", SIMULATED, todo="9.2", names=("mma2tma", "init count")),
+    Variant("hopper-9-cta-sync-after-init", "hopper", 9,
+            r"(# >>> TODO 9\.3[^\n]*\n\s+)T\.cuda\.cluster_sync\(\)", r"\1T.cuda.cta_sync()",
+            "hang", SIMULATED, todo="9.3", names=("tma2mma", "cluster_sync")),
+    Variant("hopper-9-both-ctas-on-the-same-rows", "hopper", 9, r" \+ rank \* BLK_M\)", ")",
+            "wrong", SIMULATED, todo="9.4", names=("stores too", "rank in the cluster")),
+    # each CTA multicasts the whole B tile: 48 KiB land in a stage armed for 32 KiB
+    Variant("hopper-9-each-cta-multicasts-all-of-b", "hopper", 9,
+            r"Bsmem\[produce\.stage, rank \* B_PART:\(rank \+ 1\) \* B_PART, :\],\n(\s+)"
+            r"B\[n_st \+ rank \* B_PART:n_st \+ \(rank \+ 1\) \* B_PART,",
+            r"Bsmem[produce.stage, :, :],\n\1B[n_st:n_st + BLK_N,",
+            "wrong", SIMULATED, todo="9.5", names=("tma2mma", "expect_tx")),
+    Variant("hopper-9-release-in-its-own-cta-only", "hopper", 9,
+            _RELEASE_ON_EVERY_PEER + r"(\n\s+# <<< TODO 9\.6)",
+            r"mma2tma.arrive(release.stage)\1",
+            "hang", SIMULATED, todo="9.6", names=("mma2tma", "every CTA")),
+    Variant("hopper-9-last-release-in-its-own-cta-only", "hopper", 9,
+            _RELEASE_ON_EVERY_PEER + r"(\n\s+# <<< TODO 9\.7)",
+            r"mma2tma.arrive(release.stage)\1",
+            "hang", SIMULATED, todo="9.7", names=("mma2tma", "skipped this phase")),
+    Variant("hopper-9-no-cluster-sync-at-the-end", "hopper", 9,
+            r"(# >>> TODO 9\.8[^\n]*)\n\s+T\.cuda\.cluster_sync\(\)", r"\1",
+            "fault", SIMULATED, todo="9.8", names=("mma2tma", "cluster_sync")),
+    # step 10
+    # 128 x (40 + 2 x 240) = 66560 registers: more than the file, the consumers' setmaxnreg.inc waits forever
+    Variant("hopper-10-register-split-over-the-file", "hopper", 10,
+            r"PRODUCER_REGS, CONSUMER_REGS = 40, 232", "PRODUCER_REGS, CONSUMER_REGS = 40, 240",
+            "hang", features.REGISTERS_FIT.name, todo="10.1", names=("65536", "CONSUMER_REGS")),
+    # one staging tile's layout for both consumers: TIRx cannot map it onto Dsmem's (2, 64, 128)
+    Variant("hopper-10-one-staging-layout-for-both-consumers", "hopper", 10,
+            r"\(NUM_CONSUMERS, CONSUMER_ROWS, EPI_N\)\)(\n\s+# <<< TODO 10\.2)", r"(CONSUMER_ROWS, EPI_N))\1",
+            "wrong", BUILD, todo="10.2", names=("layout", "(2, 64, 128)")),
+    Variant("hopper-10-no-producer-warpgroup", "hopper", 10,
+            r"T\.warpgroup_id\(\[1 \+ NUM_CONSUMERS\]\)", "T.warpgroup_id([NUM_CONSUMERS])",
+            "hang", features.THREADS_384.name, todo="10.3", names=("three warpgroups",)),
+    Variant("hopper-10-dsmem-without-a-consumer-dimension", "hopper", 10,
+            r"Dsmem = pool\.alloc\(\(NUM_CONSUMERS, CONSUMER_ROWS, EPI_N\)", "Dsmem = pool.alloc((BLK_M, EPI_N)",
+            "wrong", BUILD, todo="10.4", names=("Dsmem", "2-dimensional")),
+    Variant("hopper-10-mma2tma-counts-step-9s-arrivals", "hopper", 10,
+            r"mma2tma\.init\(CLUSTER \* NUM_CONSUMERS\)", "mma2tma.init(CLUSTER)",
+            "wrong", SIMULATED, todo="10.5", names=("mma2tma", "init count")),
+    # consumers 1 and 2 instead of 0 and 1: consumer 2's A rows start at the next stage
+    Variant("hopper-10-consumer-index-is-the-warpgroup-index", "hopper", 10,
+            r"consumer = T\.meta_var\(wg_id - 1\)", "consumer = T.meta_var(wg_id)",
+            "wrong", SIMULATED, todo="10.6", names=("Asmem", "descriptor")),
+    Variant("hopper-10-both-consumers-on-the-first-rows", "hopper", 10,
+            r"Asmem\.ptr_to\(\[0, consumer \* CONSUMER_ROWS, 0\]\)", "Asmem.ptr_to([0, 0, 0])",
+            "wrong", SIMULATED, todo="10.7", names=("same operands", "own rows")),
+    Variant("hopper-10-one-stage-offset-for-a-and-b", "hopper", 10,
+            r"b_offset = T\.meta_var\(T\.Cast\(\"uint64\", consume\.stage \* \(2 \* STAGE_DESC_STEP\)\)\)",
+            'b_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))',
+            "wrong", SIMULATED, todo="10.8", names=("Bsmem", "stage offset")),
+    Variant("hopper-10-accumulator-reset-every-k-tile", "hopper", 10,
+            r"k \* \(BLK_K // MMA_K\) \+ kk != 0\)(\n\s+# <<< TODO 10\.9)", r"kk != 0)\1",
+            "wrong", features.ACCUMULATE_FLAG.name, todo="10.9", names=("accumulate flag", "first K tile")),
     Variant("hopper-10-no-fence-before-tma-store", "hopper", 10,
             r"(d_type\))\n\s+T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", r"\1",
-            "race", features.STORE_FENCE.name),
-    Variant("hopper-10-one-k-tile", "hopper", 10, r"for k in range\(K_TILES\):", "for k in range(1):",
-            "wrong", features.K_LOOP.name),
+            "race", features.STORE_FENCE.name, todo="10.10", names=("fence.proxy.async",)),
     # traps named by the skeletons
     # (not run on the H100: two 128-thread consumers on one named barrier break its thread count, a race)
     Variant("hopper-10-consumers-share-a-named-barrier", "hopper", 10,
@@ -147,19 +321,59 @@ VARIANTS: tuple[Variant, ...] = (
             "slow", features.CTA_WIDE_COPIES.name),
     Variant("blackwell-4-b-by-cp-async", "blackwell", 4,
             r"(Tx\.copy_async\(Bsmem\[:, :\], B\[n_st:n_st \+ BLK_N, k_st:k_st \+ BLK_K\],\n\s+)dispatch=\"tma_auto\", ",
-            r"\1", "hang", features.TMA_EVERY_OPERAND.name),
+            r"\1", "hang", features.TMA_EVERY_OPERAND.name, todo="4.4", names=("loaded by TMA", "dispatch")),
     Variant("blackwell-4-k-loop-on-4-threads", "blackwell", 4,
             r"if warp_id == 0:\n(\s+if T\.cuda\.elect_sync\(\):\n\s+for k in T\.serial)", r"if True:\n\1",
-            "hang", features.ONE_MMA_ISSUER.name),
+            "hang", features.ONE_MMA_ISSUER.name, todo="4.5", names=("one thread", "elect_sync")),
     Variant("blackwell-5-phase-never-flipped", "blackwell", 5, r"\n\s+phase_tma\[s\] = phase_tma\[s\] \^ 1", "",
-            "wrong", features.PHASES_FLIP.name),
-    Variant("blackwell-6-no-fence-before-tma-store", "blackwell", 6,
+            "wrong", features.PHASES_FLIP.name, todo="5.8", names=("flipping phase",)),
+    # (step 6 gives the epilogue as code: the mistake is made in step 4's TODO 4.6)
+    Variant("blackwell-4-no-fence-before-tma-store", "blackwell", 4,
             r"(Tx\.copy\(Dsmem\[warp_id \* 32 \+ lane_id, :\], Dreg_f16\[:\]\)\n\s+#[^\n]*)\n\s+"
             r"T\.ptx\.fence\.proxy\.async_\.shared__cta\(\)", r"\1",
-            "wrong", features.STORE_FENCE.name),
+            "wrong", features.STORE_FENCE.name, todo="4.6", names=("fence",)),
     Variant("blackwell-6-dsmem-rewritten-before-the-store-read-it", "blackwell", 6,
             _STAGING_WAIT_THEN_CTA_SYNC, "",
-            "race", features.STAGING_REUSE.name),
+            "race", features.STAGING_REUSE.name, todo="6.3", names=("Dsmem", "wait_group")),
+    # ---- Blackwell steps 4-6: one mistake per TODO, named by its first finding ----
+    Variant("blackwell-4-expect-tx-without-the-fp16-size", "blackwell", 4, _TILE_BYTES, r"\1",
+            "wrong", SIMULATED, todo="4.1", names=("tma_bar", "expect_tx")),
+    Variant("blackwell-4-tma-bar-counts-both-copies", "blackwell", 4, _INIT_TMA_BAR_0, r"\g<1>2)",
+            "hang", SIMULATED, todo="4.2", names=("tma_bar", "init count")),
+    Variant("blackwell-4-tma-phase-starts-at-1", "blackwell", 4, r"phase_tma = 0\n", "phase_tma = 1\n",
+            "wrong", SIMULATED, todo="4.3", names=("tma_bar", "starting phase")),
+    Variant("blackwell-4-phase-never-flipped", "blackwell", 4, r"\n\s+phase_tma = phase_tma \^ 1", "",
+            "hang", features.PHASES_FLIP.name, todo="4.4", names=("flipping phase",)),
+    Variant("blackwell-4-no-wait-on-mma-bar", "blackwell", 4, r"\n\s+" + _MMA_BAR_WAIT_LINES, "",
+            "wrong", SIMULATED, todo="4.5", names=("mma_bar", "wait")),
+    Variant("blackwell-4-no-final-bulk-wait", "blackwell", 4, _FINAL_BULK_WAIT, "",
+            "race", features.STORE_WAITED.name, todo="4.7", names=("wait_group", "exits")),
+    # tma_bar[1] lands in the padding before the 1 KiB-aligned tiles: expected to come out right by luck
+    Variant("blackwell-5-one-tma-barrier-for-two-stages", "blackwell", 5, _TMA_BAR_PER_STAGE, r"\g<1>1,)",
+            "race", SIMULATED, todo="5.2", names=("tma_bar", "1 slot")),
+    # (Blackwell derives the MMA's descriptors from the layout: only the build rejects an unswizzled stage buffer)
+    Variant("blackwell-5-asmem-without-its-swizzled-layout", "blackwell", 5, _ASMEM_LAYOUT, "",
+            "wrong", BUILD, todo="5.3", names=("Asmem", "no-swizzle")),
+    Variant("blackwell-5-stage-0-initialised-twice", "blackwell", 5, _INIT_STAGE_S, r"\g<1>0]",
+            "hang", SIMULATED, todo="5.4", names=("tma_bar[1]", "initialised")),
+    Variant("blackwell-5-phases-start-at-1", "blackwell", 5, r"phase_tma\[s\] = 0\n", "phase_tma[s] = 1\n",
+            "wrong", SIMULATED, todo="5.5", names=("tma_bar", "starting phase")),
+    Variant("blackwell-5-a-copy-completes-on-stage-0", "blackwell", 5, _A_COPY_MBAR_STAGE, r"\g<1>0\2",
+            "hang", SIMULATED, todo="5.6", names=("tma_bar[0]", "mbar")),
+    Variant("blackwell-5-prologue-fills-one-stage", "blackwell", 5, _PROLOGUE, "for s in T.unroll(1):",
+            "hang", features.EVERY_K_TILE_LOADED.name, todo="5.7", names=("every K tile",)),
+    Variant("blackwell-5-refill-before-the-mma-wait", "blackwell", 5,
+            r"\n(\s+)" + _MMA_BAR_WAIT_LINES + r"\n(\s+# ---- refill[^\n]*\n\s+if k \+ PIPE_DEPTH < K_TILES:\n"
+            r"\s+tma_load\(s, k \+ PIPE_DEPTH\))",
+            r"\n\2\n\1T.cuda.mbarrier_wait(mma_bar.ptr_to([0]), phase_mma)\n\1phase_mma = phase_mma ^ 1",
+            "wrong", SIMULATED, todo="5.8", names=("mma_bar", "refill")),
+    Variant("blackwell-6-one-cta-per-tile-around-the-tile-loop", "blackwell", 6, _ONE_CTA_PER_SM, _ONE_CTA_PER_TILE,
+            "slow", features.TILE_STRIDE.name, todo="6.1", names=("one CTA per SM",)),
+    Variant("blackwell-6-tile-origin-from-the-cta-id", "blackwell", 6,
+            r"m_st = T\.meta_var\(tile_scheduler\.m_idx \* BLK_M\)", "m_st = T.meta_var(bx * BLK_M)",
+            "wrong", features.TILE_FOLLOWED.name, todo="6.2", names=("m_st", "scheduler")),
+    Variant("blackwell-6-tile-loop-never-steps", "blackwell", 6, r"\n\s+tile_scheduler\.next_tile\(\)", "",
+            "hang", features.TILE_STRIDE.name, todo="6.4", names=("next_tile()", "never ends")),
     # traps named by the skeletons
     # (A's twin of blackwell-4-b-by-cp-async; the skeleton's TODO 4.4 names it as its trap)
     Variant("blackwell-4-a-by-cp-async", "blackwell", 4,
@@ -243,7 +457,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("blackwell-10-asmem-stages-second", "blackwell", 10,
             r"Asmem = pool\.alloc\(\(PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K\)",
             "Asmem = pool.alloc((NUM_CONSUMER, PIPE_DEPTH, BLK_M, BLK_K)",
-            "wrong", SIMULATED, todo="10.3", names=("Asmem", "past the end")),
+            "wrong", SIMULATED, todo="10.3", names=("A and B staged", "stages")),
     Variant("blackwell-10-mma2tma-counts-one-commit", "blackwell", 10,
             r"mma2tma\.init\(NUM_CONSUMER\)", "mma2tma.init(1)",
             "wrong", SIMULATED, todo="10.4", names=("mma2tma", "init count")),
@@ -257,7 +471,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("blackwell-10-mma-on-every-warp", "blackwell", 10,
             r"if warp_id < NUM_CONSUMER:\n(\s+mma_state = PipelineState)", r"if True:\n\1",
             "hang", features.TWO_MMA_ISSUERS_ELECTED.name, todo="10.7",
-            names=("one thread per MMA warp", "elect_sync")),
+            names=("issued by different warps", "warp id")),
     Variant("blackwell-10-writebacks-share-a-named-barrier", "blackwell", 10,
             r"warpgroup_sync\(WB_BARRIER \+ wg_id\)", "warpgroup_sync(WB_BARRIER)",
             "race", SIMULATED, todo="10.8", names=("named barrier",)),

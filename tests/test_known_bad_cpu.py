@@ -54,7 +54,9 @@ def test_known_bad_kernel_fails_the_cpu_grade(tmp_path, variant: Variant):
         failed = {check.name: check for check in result.checks if not check.passed}
         assert variant.check in failed, f"{variant.name}: failed {sorted(failed)}, expected {variant.check!r}"
         message = next(p for p in result.problems if variant.check in p)
-        assert message.startswith("protocol mistake: ")
+        # a TODO whose decision is a step's feature itself (its warpgroups, its cluster) fails that feature check
+        kind = failed[variant.check].kind
+        assert message.startswith("protocol mistake: " if kind == "protocol" else "missing feature: ")
         assert failed[variant.check].hint in message  # the fix, in the student's report
     # the cause comes first, in the step's own names
     first = first_finding(result)
@@ -94,6 +96,5 @@ def test_the_variants_cover_both_tracks_and_every_step_class():
     assert {v.gpu for v in VARIANTS} <= {"hang", "wrong", "slow", "fault", "race", "redundant"}
     assert {"hang", "wrong", "slow"} <= {v.gpu for v in VARIANTS}
     assert len({v.name for v in VARIANTS}) == len(VARIANTS)
-    protocol = {c.name for steps in features.CHECKS.values() for checks in steps.values() for c in checks
-                if c.kind == "protocol"}
-    assert {v.check for v in VARIANTS} <= protocol | {SIMULATED, BUILD}
+    checks = {c.name for steps in features.CHECKS.values() for checks in steps.values() for c in checks}
+    assert {v.check for v in VARIANTS} <= checks | {SIMULATED, BUILD}

@@ -99,7 +99,8 @@ MUTATIONS = {
     # Blackwell: the thread that initialises the barriers is the only one that uses them: no finding
     "no_sync_after_init": (("hopper",), 5, (256, 384, 192), NO_SYNC_AFTER_INIT, "init", [
         "before its init was made visible to it"]),
-    "release_current_stage": (("hopper",), 8, (640, 384, 1088), RELEASE_CURRENT_STAGE, "lapping", [
+    "release_current_stage": (("hopper",), 8, (640, 384, 1088), RELEASE_CURRENT_STAGE, "release", [
+        "arrives on mma2tma[0] while the wgmma group of its warpgroup that reads Asmem[0] is still in flight",
         "- overrun: CTA 0, warp 0 (lane 0): TMA into Asmem[", "while the wgmma group of warpgroup 1 that reads it has "
         "not completed: a stage reused before it was released"]),
     # Blackwell step 9: CTA 1's cta_group=2 loads complete on CTA 0's barrier, so CTA 0 arms it for both CTAs

@@ -3,6 +3,8 @@ suite relies on, one fact per test."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from grader.analysis import protocol_lint as lint
@@ -57,3 +59,34 @@ def test_an_operand_passed_as_a_pointer_is_not_loaded_by_tma():
     pointer = _kernel("for (int k = 0; k < 2; ++k) {", TMA, "}",
                       params="const __grid_constant__ CUtensorMap A_tensormap, half* __restrict__ B_ptr")
     assert not lint.every_operand_by_tma(pointer, 2)
+
+
+@pytest.mark.parametrize("shared_bytes,fits", [(232448, True), (232449, False)])
+def test_shared_memory_fits_the_227_kib_of_one_cta(shared_bytes, fits):
+    art = dataclasses.replace(_kernel(TMA), shared_bytes=shared_bytes)
+    assert lint.shared_memory_fits(art, 1) == fits
+
+
+def _setmaxnreg(form: str, cap: int) -> str:
+    return f"tvm_builtin_ptx_setmaxnreg_{form}_sync_aligned_u32_{cap}();"
+
+
+@pytest.mark.parametrize("consumer_cap,fits", [(232, True), (240, False)])
+def test_the_setmaxnreg_caps_of_every_warpgroup_fit_the_register_file(consumer_cap, fits):
+    # a producer warpgroup and two consumers: 128 x (40 + 2 x 232) = 64512 fit, 128 x (40 + 2 x 240) = 66560 do not
+    art = _kernel("if ((warp_id_in_cta >> 2) == 0) {", _setmaxnreg("dec", 40), "} else {",
+                  _setmaxnreg("inc", consumer_cap), "}", threads=384)
+    assert lint.registers_fit_the_file(art, 1) == fits
+
+
+def test_setmaxnreg_under_a_warp_test_is_not_run_by_the_whole_warpgroup():
+    art = _kernel("if ((warp_id_in_cta % 4) == 0) {", _setmaxnreg("dec", 40), "}", threads=256)
+    assert not lint.whole_warpgroups(lint.SETMAXNREG)(art, 1)
+
+
+@pytest.mark.parametrize("sass,spills", [("        /*0170*/                   STL [R1+0x100], R2 ;", True),
+                                         ("        /*02e0*/                   LDL.64 R4, [R1+0x8] ;", True),
+                                         ("        /*0290*/                   LDS R0, [R1+0x100] ;", False)])
+def test_local_memory_in_the_sass_is_a_spill(sass, spills):
+    art = dataclasses.replace(_kernel(), sass=sass)
+    assert lint.no_register_spills(art, 1) == (not spills)

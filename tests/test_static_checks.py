@@ -56,8 +56,9 @@ def test_wgmma_check_rejects_a_blackwell_kernel():
 
 # Submitting step N-1's kernel as step N must fail exactly the features step N adds.
 NEW_FEATURES = {
-    # step 3's kernel also reads A and B through plain pointers: the protocol check names that too
-    4: {features.TMA_LOAD.name, features.EXPECT_TX.name, features.TMA_STORE.name, features.TMA_EVERY_OPERAND.name},
+    # step 3's kernel also reads A and B through plain pointers, no K tile by TMA: the protocol checks name that too
+    4: {features.TMA_LOAD.name, features.EXPECT_TX.name, features.TMA_STORE.name, features.TMA_EVERY_OPERAND.name,
+        features.EVERY_K_TILE_LOADED.name},
     5: {features.TWO_STAGES.name},
     6: {features.GRID_SMS.name, features.TILE_LOOP.name},
 }
@@ -114,7 +115,7 @@ def test_setmaxnreg_check_fails_without_a_register_cap_at_entry(tmp_path):
     (tmp_path / "hopper").mkdir()
     (tmp_path / "hopper" / "step07_warp_specialization.py").write_text(uncapped)
     artifacts = build_step(tmp_path, "hopper", 7)
-    assert _failed("hopper", 7, artifacts, _largest("hopper", 7), "sm_90a") == {features.SETMAXREG.name}
+    assert _failed("hopper", 7, artifacts, _largest("hopper", 7), "sm_90a") == {features.SETMAXNREG_APPLIED.name}
 
 
 def test_role_check_rejects_mma_and_writeback_in_one_warp():

@@ -72,7 +72,8 @@ TMA_LOAD = Check(
 EXPECT_TX = Check(
     "mbarrier expect-tx byte count",
     _ptx(r"mbarrier\.arrive\.expect_tx"),
-    "arm the TMA barrier with mbarrier.arrive.expect_tx(bytes)",
+    "arm the TMA barrier with mbarrier.arrive.expect_tx(bytes) (TMABar.arrive(stage, bytes); a plain MBarrier's "
+    "arrive takes no byte count: its second argument is a remote CTA rank)",
 )
 TMA_STORE = Check(
     "TMA store of D (UTMASTG)", _sass(r"\bUTMASTG\b"), "store D from shared memory with a TMA copy_async"

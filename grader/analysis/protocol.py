@@ -317,7 +317,14 @@ class _Compiler:
             condition, _ = self.expr(s.condition)
             self.emit(depth, f"while {condition}:")
             self.emit(depth + 1, "yield rt.step(a)")  # a loop that never ends still counts ops
+            head = len(self.lines)
             self.stmt(s.body, depth + 1)
+            sides = (getattr(s.condition, "a", None), getattr(s.condition, "b", None))
+            operands = [self.expr(side)[0] for side in sides if side is not None] if type(
+                s.condition).__name__ in _BINARY else []
+            if operands and not any(line.strip() == "break" for line in self.lines[head:]):
+                # a loop whose condition reads the same values at the top of two iterations in a row never ends
+                self.emit(depth + 1, f"rt.loop_turn(a, {self.fresh('w_')!r}, ({', '.join(operands)},))")
         elif kind == "IfThenElse":
             self.branch(s, depth)
         elif kind == "Evaluate":
@@ -600,8 +607,10 @@ class Agent:
     waits: dict = field(default_factory=dict)  # barrier array (cta, name) -> waits issued
     wgmma_commits: int = 0
     open_reads: list = field(default_factory=list)  # wgmma reads not yet committed into a group
+    open_operands: set = field(default_factory=set)  # the descriptor addresses of those wgmmas
     mma_reads: list = field(default_factory=list)  # tcgen05 reads not yet committed
     last_wait: tuple | None = None  # the barrier key of the last wait this warp passed
+    loop_values: dict = field(default_factory=dict)  # while loop -> its condition's operands at its last turn
 
 
 class _Blocked:
@@ -634,6 +643,8 @@ class Machine:
         self.mma_landed: set[int] = set()  # CTAs on which a tcgen05.commit has landed (an MMA result exists)
         self.stored: dict[tuple, tuple] = {}  # (matrix, corner, box) of each TMA store -> (its warp, who)
         self.landing: dict[tuple, tuple] = {}  # (cta, buffer, stage) -> (barrier key, phase) of its last copy
+        self.refilled_after: dict[tuple, set] = {}  # barrier key -> the stages loaded right after a wait on it
+        self.group_operands: dict[tuple, dict] = {}  # (cta, wgmma group) -> warpgroup -> (its operands, a warp)
         self.agents: list[Agent] = []
         for cta in range(kernel.cluster_size):
             coordinates = list(first_cta)
@@ -702,6 +713,15 @@ class Machine:
             raise _Runaway()
         return None
 
+    def loop_turn(self, agent: Agent, loop: str, values: tuple) -> None:
+        """The end of a while loop's iteration: its condition's operands must have changed since the last one."""
+        if agent.loop_values.get(loop) == values:
+            self.found("loop", (loop,), f"{self.who([agent])}: a while loop (the tile loop) ran an iteration that "
+                       f"left the values its condition reads unchanged ({', '.join(map(str, values))}): nothing in "
+                       "it steps the loop, so it never ends (tile_scheduler.next_tile() once per tile)")
+            raise _Runaway()
+        agent.loop_values[loop] = values
+
     def init(self, agent: Agent, ref, count: int):
         self.step(agent)
         cta = agent.cta if len(ref) == 3 else ref[3]
@@ -714,7 +734,8 @@ class Machine:
                        f"writes past the end of {ref[1]}, into whatever shared memory follows it; allocate one "
                        "barrier per slot the kernel uses (per stage)")
         bar.init_count = bar.pending = int(count)
-        bar.tx = bar.completed = 0
+        # an init wipes what reached the barrier before it (bytes of a peer's early multicast): count afresh
+        bar.tx = bar.completed = bar.expected_bytes = bar.delivered_bytes = 0
         agent.known.add(key)
         return None
 
@@ -888,6 +909,8 @@ class Machine:
                 self.pending_writes[stage] = self.pending_writes.get(stage, 0) + 1
                 self.events.append(("tma", key, stage, int(nbytes)))
                 self.landing[stage] = (key, bar.completed)
+                if agent.last_wait is not None:
+                    self.refilled_after.setdefault(agent.last_wait, set()).add(stage)
                 bar.filled.add(tuple(footprint))
         return None
 
@@ -953,13 +976,47 @@ class Machine:
     def wgmma_read(self, agent: Agent, addresses) -> None:
         footprints = [f for f in map(self._footprint, addresses) if f is not None]
         self._check_landed(agent, footprints, "a wgmma")
+        self._read_where_waited(agent, footprints)
         agent.open_reads.extend(self._stage_key(agent.cta, f) for f in footprints)
+        agent.open_operands.update(addresses)
+
+    def _read_where_waited(self, agent: Agent, footprints) -> None:
+        """A wgmma right after a wait on a stage's full barrier reads that stage: of each operand buffer whose copies
+        complete on the barrier it waited on, it reads the stage whose last copy completed there."""
+        waited = agent.last_wait
+        for footprint in footprints:
+            stage = self._stage_key(agent.cta, footprint)
+            landed_on = self.landing.get(stage, (None,))[0]
+            covered = [s for s, (key, _) in self.landing.items() if key == waited and s[:2] == stage[:2]]
+            if landed_on is None or waited is None or landed_on == waited or not covered:
+                continue
+            self.found("wrong_stage", (footprint[0], "landed"), f"{self.who([agent])}: a wgmma reads "
+                       f"{footprint[0]}[{footprint[1]}] right after waiting on {self.barriers[waited].label}, whose "
+                       f"copies land in {footprint[0]}[{covered[0][2]}]: the stage it reads (its descriptor's stage "
+                       f"offset: the bytes of one stage of {footprint[0]}, in descriptor units) is not the stage it "
+                       "waited for")
+
+    def _same_operands(self, agent: Agent) -> None:
+        """Two warpgroups of a CTA whose n-th wgmma groups read the same operands (every descriptor address equal)
+        compute the same product: each consumer multiplies its own rows."""
+        operands, agent.open_operands = frozenset(agent.open_operands), set()
+        if not operands:
+            return
+        by_warpgroup = self.group_operands.setdefault((agent.cta, agent.wgmma_commits), {})
+        by_warpgroup.setdefault(agent.warpgroup, (operands, agent))
+        twin = next((a for wg, (ops, a) in by_warpgroup.items() if wg != agent.warpgroup and ops == operands), None)
+        if twin is not None:
+            self.found("tile", ("wgmma", "same operands"), f"{self.who([agent])} and {self.who([twin])}: the wgmmas "
+                       "of two warpgroups read the same operands (every descriptor at the same address) in the same "
+                       "K tile, so both compute the same product and some rows of the tile are never multiplied: "
+                       "each consumer's A descriptor starts at its own rows of the stage")
 
     def wgmma_commit(self, agent: Agent):
         self.step(agent)
         groups = self.wgmma_groups.setdefault((agent.cta, agent.warpgroup), {})
         groups.setdefault(agent.wgmma_commits, []).extend(agent.open_reads)
         agent.open_reads = []
+        self._same_operands(agent)
         agent.wgmma_commits += 1
         return None
 
@@ -1155,8 +1212,9 @@ def run_schedule(kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None
             current = chosen
             _advance(machine, agents[chosen], single_step=chosen == delayed)
     except _Runaway:
-        machine.found("loop", (), f"the simulation did not end after {MAX_OPS} barrier operations: a loop whose "
-                      "trip count never reaches its bound (a tile or K loop with a wrong stride or condition)")
+        if not any(key[0] == "loop" for key in machine.findings):
+            machine.found("loop", (), f"the simulation did not end after {MAX_OPS} barrier operations: a loop whose "
+                          "trip count never reaches its bound (a tile or K loop with a wrong stride or condition)")
         _phase_arrivers(machine)
         return ScheduleResult(name, list(machine.findings.values()), machine.ops)
     _phase_arrivers(machine)
@@ -1262,6 +1320,7 @@ def _finish(machine: Machine) -> None:
         _misdirected(machine, stuck)
         _short_of_arrivals(machine, stuck)
         _cta_sync_in_a_role(machine, stuck)
+        _used_and_not_released(machine, stuck)
         machine.found("deadlock", (), *_deadlock_lines(machine, stuck))
         return
     for key, bar in sorted(machine.barriers.items()):
@@ -1309,6 +1368,33 @@ def _misdirected(machine: Machine, stuck: list[Agent]) -> None:
             machine.found("delivery", (key[1],), f"{machine.who([agent])}: waits on {key[1]} of CTA "
                           f"{machine.cta_number(key[0])} and {state}, while {where}{tail} gets {got}: "
                           + "; ".join(_REACHES[kind] for kind in sorted(kinds)))
+            return
+
+
+def _used_and_not_released(machine: Machine, stuck: list[Agent]) -> None:
+    """A deadlock whose loader waits for a stage to be released (no arrival yet in this phase) that its readers
+    have used more often than it was released: a use without its release (the last K tile's, after the loop)."""
+    for agent in stuck:
+        if agent.block is None or agent.block.what[0] != "mbarrier":
+            continue
+        key = agent.block.what[1]
+        bar = machine.barriers[key]
+        if bar.pending != bar.init_count or bar.tx:
+            continue
+        for stage in sorted(machine.refilled_after.get(key, ())):
+            full = machine.landing[stage][0]
+            users = [a for a in machine.agents if full in a.seen]
+            if not users:
+                continue
+            uses = max(a.seen[full] + 1 for a in users)
+            if uses <= bar.completed:
+                continue
+            machine.found("release", (key[1], "missing"), f"{machine.who(users)}: used {stage[1]}[{stage[2]}] "
+                          f"(CTA {machine.cta_number(stage[0])}) {uses} time{'s' * (uses != 1)}, passing "
+                          f"{machine.barriers[full].label}, but {bar.label} completed {bar.completed} release "
+                          f"phase{'s' * (bar.completed != 1)}, and {machine.who([agent])} waits on it to refill the "
+                          "stage: a use that was never released. Every use of a stage is released once (with the "
+                          "release one K tile late, the last K tile's stage after the K loop), on the slot it used")
             return
 
 
@@ -1435,8 +1521,9 @@ class Verdict:
 
 
 # causes first (where the mistake is visible), then what they lead to
-_ORDER = ("init", "layout", "exit", "named_barrier", "tx_bytes", "delivery", "count", "release", "start", "tile", "unwaited",
-          "wrong_stage", "early_refill", "lapping", "overrun", "race", "role_sync", "deadlock", "pending_at_exit", "loop")
+_ORDER = ("init", "layout", "exit", "named_barrier", "tx_bytes", "delivery", "count", "wrong_stage", "release", "start",
+          "tile", "unwaited", "early_refill", "lapping", "overrun", "race", "role_sync", "deadlock",
+          "pending_at_exit", "loop")
 
 
 def check_kernel(kernel: Kernel, shape: Shape) -> Verdict:

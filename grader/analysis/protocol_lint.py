@@ -453,7 +453,8 @@ def _coordinate_names(statement: Statement) -> list[set[str]]:
 def tma_follows_the_tile(art: Artifacts, k_tiles: int) -> bool:
     """In a tile loop, each TMA load and store addresses the loop's current tile: some coordinate of each
     reads a variable the loop assigns (the scheduler's tile index), and the store writes the tile whose K
-    tiles were loaded before it (no assignment to its coordinates' variables between the last load and it)."""
+    tiles were loaded before it (no variable that both the loads and the store read is assigned between
+    the last load and the store)."""
     body = statements(art.cuda_source)
     for copy in (s for s in body if TMA_LOAD.search(s.text) or TMA_STORE.search(s.text)):
         tile_loop = next((loop for loop in reversed(copy.loops) if loop.is_while), None)
@@ -464,10 +465,10 @@ def tma_follows_the_tile(art: Artifacts, k_tiles: int) -> bool:
         names = _coordinate_names(copy)
         if not any(coordinate & assigned for coordinate in names):
             return False
-        loads = [s.index for s in in_loop if TMA_LOAD.search(s.text) and s.index < copy.index]
+        loads = [s for s in in_loop if TMA_LOAD.search(s.text) and s.index < copy.index]
         if TMA_STORE.search(copy.text) and loads:
-            read = set().union(*names)
-            if any(_assigned_names(s) & read for s in body[max(loads) + 1:copy.index]):
+            shared = set().union(*names) & set().union(*(name for load in loads for name in _coordinate_names(load)))
+            if any(_assigned_names(s) & shared for s in body[loads[-1].index + 1:copy.index]):
                 return False
     return True
 
