@@ -66,35 +66,35 @@ grade: $(ENV_READY)
 	$(PYTHON) -m grader $(GRADER_ARGS)
 
 hint: $(ENV_READY)
-	@$(PYTHON) -m grader.hint --step $(call quote,$(STEP)) --track $(call quote,$(TRACK)) --level $(call quote,$(LEVEL)) $(if $(TODO),--todo $(call quote,$(TODO)))
+	@$(PYTHON) -m grader.commands.hint --step $(call quote,$(STEP)) --track $(call quote,$(TRACK)) --level $(call quote,$(LEVEL)) $(if $(TODO),--todo $(call quote,$(TODO)))
 
 inspect: $(ENV_READY)
-	$(PYTHON) -m grader.inspect_step --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH))
+	$(PYTHON) -m grader.commands.inspect_step --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH))
 
 debug: $(ENV_READY)
-	$(PYTHON) -m grader.locator --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
+	$(PYTHON) -m grader.commands.debug --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 
 TIMELINE_OUT ?= reports/timeline-step$(STEP)
 timeline: $(ENV_READY)
-	$(PYTHON) -m grader.timeline --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track hopper $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES)))) --out $(call quote,$(TIMELINE_OUT).json) --png $(call quote,$(TIMELINE_OUT).png)
+	$(PYTHON) -m grader.commands.timeline --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track hopper $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES)))) --out $(call quote,$(TIMELINE_OUT).json) --png $(call quote,$(TIMELINE_OUT).png)
 
 check: $(ENV_READY)
-	@$(PYTHON) -m grader.protocol --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
+	@$(PYTHON) -m grader.commands.check --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
-SANITIZE_RUN = $(PYTHON) -m grader.run_kernel --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
+SANITIZE_RUN = $(PYTHON) -m grader.commands.run_kernel --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 sanitize: $(ENV_READY)
 	compute-sanitizer --tool racecheck --error-exitcode 1 $(SANITIZE_RUN)
 	compute-sanitizer --tool synccheck --error-exitcode 1 $(SANITIZE_RUN)
 
 bench: $(ENV_READY)
-	$(PYTHON) -m grader.bench $(if $(BENCH_OUT),--out '$(BENCH_OUT)')
+	$(PYTHON) -m grader.commands.bench $(if $(BENCH_OUT),--out '$(BENCH_OUT)')
 
 calibrate: $(ENV_READY)
-	@$(PYTHON) -m grader.calibrate --step $(call quote,$(STEP)) $(foreach s,$(SHAPES),--shape $(call quote,$(s))) \
+	@$(PYTHON) -m grader.commands.calibrate --step $(call quote,$(STEP)) $(foreach s,$(SHAPES),--shape $(call quote,$(s))) \
 	    $(if $(MARGIN),--margin $(call quote,$(MARGIN)))
 
 autograder: $(ENV_READY)
-	$(PYTHON) -m grader.autograder package --out build/autograder.zip
+	$(PYTHON) -m grader.commands.autograder package --out build/autograder.zip
 
 test: $(ENV_READY)
 	$(PYTHON) -m pytest tests

@@ -375,6 +375,6 @@ def load_json(path: Path):
 
 
 def timeline_events(measured) -> list[dict]:
-    """The events of a measured timeline (grader/timeline.py writes {header..., "events": [...]}),
+    """The events of a measured timeline (grader/analysis/timeline.py writes {header..., "events": [...]}),
     or the list itself for a file that holds only the events."""
     return measured["events"] if isinstance(measured, dict) else measured

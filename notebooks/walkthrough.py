@@ -21,9 +21,10 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
-from grader import build, diagnosis, features, gpu, timing  # noqa: E402
-from grader.cli import ARCH_OF_CAPABILITY  # noqa: E402
-from grader.steps import DEFAULT_SM_COUNT, STEPS, format_shape  # noqa: E402
+from grader.core import build  # noqa: E402
+from grader.analysis import diagnosis, features, timing  # noqa: E402
+from grader.judge.cli import ARCH_OF_CAPABILITY  # noqa: E402
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, format_shape  # noqa: E402
 
 import figures  # noqa: E402
 import track_text  # noqa: E402
@@ -101,7 +102,7 @@ def build_step(step: int, shape, track: str = TRACK, arch: str | None = None,
     if not static_checks:
         return artifacts
     if step not in features.CHECKS[track]:
-        print(f"  grader/features.py has no static checks for {track} step {step} yet")
+        print(f"  grader/analysis/features.py has no static checks for {track} step {step} yet")
         return artifacts
     for check in features.run_checks(track, step, artifacts, features.Launch(tuple(shape), SM_COUNT)):
         print(f"  static check {'pass' if check.passed else 'FAIL'}: {check.name}")
@@ -165,7 +166,7 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
     def compiled(shape):
         return build.compile_module(build.make_prim_func(factory, spec, tuple(shape), SM_COUNT), ARCH)
 
-    a, b = gpu.random_inputs(tuple(check_shape), seed)
+    a, b = diagnosis.random_inputs(tuple(check_shape), seed)
     d = torch.full((a.shape[0], b.shape[0]), float("nan"), dtype=torch.float16, device="cuda")
     compiled(check_shape)(a, b, d)
     torch.cuda.synchronize()
@@ -175,7 +176,7 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
         return
 
     kernel = compiled(timing_shape)
-    a, b = gpu.random_inputs(tuple(timing_shape), seed)
+    a, b = diagnosis.random_inputs(tuple(timing_shape), seed)
     d, d_cublas = (torch.empty((a.shape[0], b.shape[0]), dtype=torch.float16, device="cuda") for _ in range(2))
     ms = timing.median_ms_interleaved(
         {"kernel": lambda: kernel(a, b, d), "cublas": lambda: torch.matmul(a, b.T, out=d_cublas)}
@@ -185,6 +186,6 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
           f"{tflops(timing_shape, ms['cublas']):.0f} TFLOP/s; share of cuBLAS {ms['cublas'] / ms['kernel']:.0%}")
 
 
-__all__ = ["REPO", "build", "diagnosis", "features", "gpu", "timing", "TRACK", "OTHER_TRACK", "ARCH", "GPU_ARCH",
+__all__ = ["REPO", "build", "diagnosis", "features", "timing", "TRACK", "OTHER_TRACK", "ARCH", "GPU_ARCH",
            "SM_COUNT", "describe", "explain", "solution_file", "needs_solutions", "show_diff", "show_docstring",
            "build_step", "show_emitted", "sass_counts", "pipe_depth", "drawn_protocol", "run_on_gpu", "grep", "STEPS"]

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import build, cli, features
-from grader.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape
+from grader.core import build
+from grader.judge import cli
+from grader.analysis import features
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape
 
 REPO = Path(__file__).resolve().parent.parent
 TRACK_ARCH = {"blackwell": "sm_100a", "hopper": "sm_90a"}

@@ -14,13 +14,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import features
-from grader.steps import STEPS
+from grader.analysis import features
+from grader.core.steps import STEPS
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-# `check` of a variant whose mistake the barrier-protocol simulation finds (grader/protocol.py), not a static check
+# `check` of a variant whose mistake the barrier-protocol simulation finds (grader/analysis/protocol.py),
+# not a static check
 SIMULATED = "simulated protocol"
 # `check` of a variant that the build itself rejects (ptxas, TIRx) with a message naming the cause: for a TODO
 # whose plausible mistakes do not build (the test asserts the build fails and its first problem names them)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from grader import autograder
-from grader.steps import STEPS
+from grader.commands import autograder
+from grader.core.steps import STEPS
 
 TRACK = "hopper"
 DEFAULT_WEIGHTS = [5, 5, 10, 10, 10, 10, 15, 5, 15, 15]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import gpu_arch
-from grader import bench
+from grader.commands import bench
 
 PAYLOAD = {
     "gpu": "TEST GPU",
@@ -57,7 +57,7 @@ def test_the_seed_kernel_is_reported_absent_where_triton_cannot_import_it(monkey
             raise ModuleNotFoundError("No module named 'triton'")
         return real_import(name, *args, **kwargs)
 
-    monkeypatch.delitem(__import__("sys").modules, "grader.triton_seed", raising=False)
+    monkeypatch.delitem(__import__("sys").modules, "grader.commands.triton_seed", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_triton)
     module, why = bench._triton_seed()
     assert module is None and "No module named 'triton'" in why

@@ -13,8 +13,8 @@ import re
 import pytest
 
 from conftest import REPO, build_step
-from grader import features
-from grader.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape
+from grader.analysis import features
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape
 
 _STRING = re.compile(r'"(?:\\.|[^"\\])*"')
 _WAIT = re.compile(r"tvm_builtin_cuda_mbarrier_wait\((\(&\(\(\(uint64_t\*\)\w+\)\[\d+\]\)\))")

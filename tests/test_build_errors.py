@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from grader import build
-from grader.grade import Config, grade_step
-from grader.steps import STEPS
+from grader.core import build
+from grader.judge.grade import Config, grade_step
+from grader.core.steps import STEPS
 
 
 def _tree_with(tmp_path: Path, source: str) -> Path:

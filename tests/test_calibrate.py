@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from conftest import REPO, gpu_arch
-from grader import calibrate
-from grader.steps import SPEED_FLOORS, SPEED_FLOORS_FILE, SpeedFloorsError, STEPS, load_speed_floors
+from grader.commands import calibrate
+from grader.core.steps import SPEED_FLOORS, SPEED_FLOORS_FILE, SpeedFloorsError, STEPS, load_speed_floors
 
 HAND_WRITTEN = {
     "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.28, 7: 0.29, 8: 0.44, 9: 0.42, 10: 0.48},
@@ -28,7 +28,8 @@ def test_the_shipped_table_holds_the_hand_written_floors_and_marks_blackwell_as_
 def test_a_calibrated_table_is_what_the_grader_reads(tmp_path):
     table = json.loads(SPEED_FLOORS_FILE.read_text())
     measured = {4: {"2048x2048x2048": 0.8, "4096x4096x4096": 0.7}}
-    about = {"gpu": "TEST GPU", "driver": "1.0", "date": "2026-11-24", "command": "python -m grader.calibrate --step 4"}
+    about = {"gpu": "TEST GPU", "driver": "1.0", "date": "2026-11-24",
+             "command": "python -m grader.commands.calibrate --step 4"}
     table = calibrate.updated_table(table, "sm_100a", measured, 0.5, about)
     path = tmp_path / "floors.json"
     path.write_text(json.dumps(table))

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import REPO, present_steps
-from grader import cli
+from grader.judge import cli
 
 
 def _run(capsys, *args):
@@ -126,7 +126,7 @@ def test_a_course_handed_out_without_solutions_grades_and_hints(tmp_path):
                              str(tmp_path / "r.json")], cwd=course, capture_output=True, text=True, timeout=600)
     assert graded.returncode == 0, graded.stdout + graded.stderr
     assert "step 1: build and static checks passed" in graded.stdout
-    hinted = subprocess.run([sys.executable, "-m", "grader.hint", "--step", "1", "--todo", "1", "--level", "3",
+    hinted = subprocess.run([sys.executable, "-m", "grader.commands.hint", "--step", "1", "--todo", "1", "--level", "3",
                              "--track", "hopper"], cwd=course, capture_output=True, text=True, timeout=120)
     assert hinted.returncode == 2
     assert hinted.stderr.strip().splitlines() == [

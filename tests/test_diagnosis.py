@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from grader import diagnosis
+from grader.analysis import diagnosis
 
 
 def _problem(m=256, n=384, k=1024, seed=0):

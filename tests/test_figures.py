@@ -106,8 +106,8 @@ def _scheduler_from_generated_cuda(source: str, sm_count: int):
 def test_scheduler_reproduction_matches_the_generated_cuda():
     """Build step 6 (Hopper solution) with 27 x 3 tiles (three full L2 groups of 8 rows and a tail of 3)
     on 5 CTAs, and run its generated index arithmetic for every work index."""
-    from grader import build
-    from grader.steps import STEPS
+    from grader.core import build
+    from grader.core.steps import STEPS
 
     spec, sm_count, m_tiles, n_tiles = STEPS["hopper"][6], 5, 27, 3
     factory = build.kernel_factory(REPO / "solutions", "hopper", spec)

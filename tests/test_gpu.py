@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, gpu_arch, without_static_checks
-from grader.grade import Config, grade_step
-from grader.steps import STEPS
+from grader.judge.grade import Config, grade_step
+from grader.core.steps import STEPS
 
 pytestmark = pytest.mark.gpu
 

@@ -6,6 +6,7 @@ tree run against a private copy of the course (a `python -m grader` there), neve
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from grader import build, cli
-from grader.grade import Config, grade_step
-from grader.steps import STEPS
+from grader.core import build
+from grader.judge import cli
+from grader.runs import build_child
+from grader.judge.grade import Config, grade_step
+from grader.core.steps import STEPS
 
 TRACK, ARCH = "hopper", "sm_90a"
 
@@ -103,16 +106,16 @@ def test_the_checked_instruction_in_dead_code_does_not_pass(tmp_path):
     assert result.build == "passed", result.problems
     failed = {check.name for check in result.checks if not check.passed}
     assert "TMA loads (UTMALDG)" not in failed  # the instruction is there...
-    assert "A and B both loaded by TMA, once per K tile each" in failed, result.problems  # ...but not the loads
+    assert "A and B both loaded by TMA" in failed, result.problems  # ...but not the loads
 
 
 PATCH_CHECKS = """
-import grader.features as _f
+import grader.analysis.features as _f
 _f.run_checks = lambda *a, **k: [_f.CheckResult(c.name, True, c.hint) for c in _f.CHECKS["hopper"][4]]
 """
 
 PATCH_SASS = """
-import grader.build as _b
+import grader.core.build as _b
 _real_compile, _real_disassemble = _b.compile_cuda, _b.disassemble
 _b.compile_cuda = lambda source, arch: (lambda cubin, ptx: (cubin, ptx + " mbarrier.arrive.expect_tx "))(*_real_compile(source, arch))
 _b.disassemble = lambda cubin: _real_disassemble(cubin) + " UTMALDG UTMASTG "
@@ -159,8 +162,8 @@ def test_an_endless_loop_is_reported_as_a_build_that_did_not_finish(tmp_path, wh
     tree = _tree(tmp_path, 1, source)
     start = time.monotonic()
     with pytest.raises(build.BuildFailed, match="building step 1 did not finish in 3 s"):
-        build.build_isolated(tree, TRACK, STEPS[TRACK][1], [(128, 128, 64)], ARCH, 132, with_solutions=True,
-                             export=False, out_dir=tmp_path, timeout_s=3)
+        build_child.build_isolated(tree, TRACK, STEPS[TRACK][1], [(128, 128, 64)], ARCH, 132, with_solutions=True,
+                                   export=False, out_dir=tmp_path, timeout_s=3)
     assert time.monotonic() - start < 30
 
 
@@ -217,7 +220,7 @@ def test_a_file_that_rewrites_the_grader_or_a_solution_on_disk_fails_and_leaves_
     pid_file = tmp_path / "survivor.pid"
     attack = f"""
 import os, subprocess
-open({str(course / 'grader' / 'features.py')!r}, "a").write("\\n# changed by the student\\n")
+open({str(course / "grader" / "analysis" / "features.py")!r}, "a").write("\\n# changed by the student\\n")
 if os.fork() == 0:
     os.setsid()
     child = subprocess.Popen(["sleep", "300"], start_new_session=True)
@@ -230,11 +233,70 @@ if os.fork() == 0:
     # the detached sleep holds whatever its parent's output went to: grading must not wait for it
     assert time.monotonic() - started < 150, "the grade waited for a process the student's file detached"
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "changed files the grader relies on (grader/features.py)" in done.stdout
+    assert "changed files the grader relies on (grader/analysis/features.py)" in done.stdout
     assert "tried to change the grader" in done.stdout
     time.sleep(0.5)
     survivor = int(pid_file.read_text())
     assert not Path(f"/proc/{survivor}").exists() or "Z" in Path(f"/proc/{survivor}/stat").read_text().split()[2]
+
+
+# a submission that makes the reference slower on disk when imported (on a GPU, a slow step would then pass the
+# speed rule against it): directly, or from a process it leaves behind, which may land at any time
+SLOWER_REFERENCE = {
+    "at import": "open({solution!r}, 'w').write({slower!r})\n",
+    "from a detached process": (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    time.sleep(0.3)\n"
+        "    open({solution!r}, 'w').write({slower!r})\n"
+        "    os._exit(0)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("how", SLOWER_REFERENCE)
+def test_the_report_and_the_exit_status_agree_on_a_file_that_rewrites_a_solution(tmp_path, how):
+    course = _course_copy(tmp_path)
+    solution = course / "solutions" / TRACK / STEPS[TRACK][3].file_name
+    original = solution.read_text()
+    attack = SLOWER_REFERENCE[how].format(solution=str(solution), slower=_as_step(1, 3))
+    (course / "steps" / TRACK / STEPS[TRACK][3].file_name).write_text(_solution(3) + attack)
+    done = _grade_copy(course, 3)
+    time.sleep(0.5)  # a writer that escaped the grade would have written by now
+    (entry,) = json.loads((course.parent / "r.json").read_text())["steps"]
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert entry["passed"] == (done.returncode == 0), (entry, done.stdout)
+    assert ("0 passed, 1 failed" in done.stdout) == (done.returncode == 1)
+    if how == "at import" or solution.read_text() != original:
+        assert (done.returncode, entry["build"]) == (1, "failed"), done.stdout
+        assert "changed files the grader relies on (solutions/hopper/" in entry["problems"][0]
+
+
+class _ChangedAfterTheLastStep:
+    """A file check that sees a change only once the steps are graded: a late write of a process the
+    student's file left behind."""
+
+    def __init__(self, toolchain):
+        self.checks = 0
+
+    def changed(self) -> list[str]:
+        self.checks += 1
+        return ["solutions/hopper/step03.py"] if self.checks > 1 else []
+
+
+def test_a_change_found_after_the_last_step_fails_it_in_the_report_and_the_exit_status(tmp_path, monkeypatch):
+    from grader.judge.grade import StepResult
+
+    passed = StepResult(step=3, file="steps/hopper/step03.py", build="passed")
+    monkeypatch.setattr(cli, "detect_gpu", lambda: (None, None, 0))
+    monkeypatch.setattr(cli.sandbox, "Watch", _ChangedAfterTheLastStep)
+    monkeypatch.setattr(cli, "grade_step", lambda config, spec, watch: watch.changed() or passed)
+    status = cli.main(["--step", "3", "--track", TRACK, "--json", str(tmp_path / "r.json")])
+    (entry,) = json.loads((tmp_path / "r.json").read_text())["steps"]
+    assert status == 1
+    assert (entry["build"], entry["passed"]) == ("failed", False)
+    assert "changed files the grader relies on (solutions/hopper/step03.py)" in entry["problems"][0]
 
 
 def test_make_passes_each_variable_as_one_argument():
@@ -260,7 +322,7 @@ def test_make_passes_each_variable_as_one_argument():
         (["--step", "3", "--shape", "65536x65536x64"], "too large: a matrix of it has more than 2^31 - 1 elements"),
         (["--json", "/"], "is a folder"),
         (["--json", str(REPO / "Makefile" / "r.json")], "is a file, not a folder"),
-        (["--json", str(REPO / "grader" / "features.py")], "inside the course's own files"),
+        (["--json", str(REPO / "grader" / "analysis" / "features.py")], "inside the course's own files"),
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(capsys, monkeypatch, args, message):

@@ -13,8 +13,8 @@ import pytest
 from conftest import gpu_arch, without_static_checks
 from test_gpu import _config, _solution, _track, _write
 from test_integrity import compute_only_into_poison
-from grader.grade import grade_step
-from grader.steps import STEPS
+from grader.judge.grade import grade_step
+from grader.core.steps import STEPS
 
 pytestmark = pytest.mark.gpu
 
@@ -27,11 +27,11 @@ def _slow(*args, **kwargs):
 torch.matmul = _slow
 """
 PASS_COMPARE = """
-import grader.diagnosis as _d
+import grader.analysis.diagnosis as _d
 _d.compare = lambda out, ref: _d.Verdict(True, 0.0, 0.0, [], [], "ok")
 """
 FAST_TIMER = """
-import grader.timing as _t
+import grader.analysis.timing as _t
 _t.median_ms_interleaved = lambda calls, *a, **k: {name: 1e-3 if name == "kernel" else 1.0 for name in calls}
 """
 

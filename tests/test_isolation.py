@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conftest import REPO
-from grader import gpu
+from grader.runs import gpu_child as gpu
 
 
 def _request() -> gpu.GpuRequest:

@@ -14,9 +14,9 @@ import re
 import pytest
 
 from conftest import REPO, TRACK_ARCH, build_step
-from grader import features
-from grader.grade import PROTOCOL_HEADER, Config, grade_step
-from grader.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule, static_check_shape
+from grader.analysis import features
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule, static_check_shape
+from grader.judge.grade import PROTOCOL_HEADER, Config, grade_step
 from known_bad import BUILD, SIMULATED, VARIANTS, Variant
 
 

@@ -13,9 +13,9 @@ import json
 import pytest
 
 from conftest import REPO, gpu_arch
-from grader import features
-from grader.grade import Config, grade_step
-from grader.steps import STEPS
+from grader.analysis import features
+from grader.judge.grade import Config, grade_step
+from grader.core.steps import STEPS
 from known_bad import VARIANTS, Variant
 
 pytestmark = pytest.mark.gpu

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from conftest import REPO, build_step, present_steps
-from grader import build, locator
-from grader.steps import DEFAULT_SM_COUNT, STEPS
+from grader.core import build
+from grader.analysis import locator
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS
 
 SHAPE = (256, 384, 192)
 ARCHS = {"hopper": ("sm_90a",), "blackwell": ("sm_100a", "sm_103a")}
@@ -184,7 +185,7 @@ def test_a_pending_count_beyond_the_init_count_is_not_reported():
 
 def test_make_debug_without_a_gpu_builds_and_prints_the_barrier_map():
     done = subprocess.run(
-        [sys.executable, "-m", "grader.locator", "--step", "5", "--impl", "solutions", "--track", "blackwell"],
+        [sys.executable, "-m", "grader.commands.debug", "--step", "5", "--impl", "solutions", "--track", "blackwell"],
         cwd=REPO, capture_output=True, text=True,
     )
     assert done.returncode == 0, done.stderr
@@ -194,7 +195,8 @@ def test_make_debug_without_a_gpu_builds_and_prints_the_barrier_map():
 
 @pytest.mark.parametrize("args", [["--step", "x"], ["--step", "5", "--shape", "100x100x100"], ["--step", "5", "--track", "ampere"]])
 def test_make_debug_with_bad_options_says_so_in_one_line(args):
-    done = subprocess.run([sys.executable, "-m", "grader.locator", *args], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "grader.commands.debug", *args], cwd=REPO, capture_output=True,
+                          text=True)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("debug: ")
 

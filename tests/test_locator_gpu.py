@@ -11,9 +11,9 @@ import time
 import pytest
 
 from conftest import REPO, gpu_arch, without_static_checks
-from grader import locator
-from grader.grade import grade_step
-from grader.steps import STEPS
+from grader.runs import debug_child
+from grader.judge.grade import grade_step
+from grader.core.steps import STEPS
 from test_gpu import _broken, _config, _solution, _track, _write
 
 pytestmark = pytest.mark.gpu
@@ -28,9 +28,9 @@ def test_a_hung_kernel_of_known_geometry_is_located_exactly(tmp_path):
     folder.mkdir()
     shutil.copy(REPO / "tests" / "kernels" / "hung_step.py", folder / STEPS[_track()][4].file_name)
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
-    request = locator.LocateRequest(str(tmp_path), _track(), 4, gpu_arch(), sm_count, (128, 128, 64), 0)
+    request = debug_child.LocateRequest(str(tmp_path), _track(), 4, gpu_arch(), sm_count, (128, 128, 64), 0)
     started = time.monotonic()
-    located = locator.locate(request)
+    located = debug_child.locate(request)
     assert (located.error, located.finished, located.overflowed) == ("", True, False)
     assert time.monotonic() - started < 45
 
@@ -44,7 +44,7 @@ def test_a_hung_kernel_of_known_geometry_is_located_exactly(tmp_path):
         barrier, phase, pending, _ = _hung_module_geometry()[(r["cta"][0], r["thread"] // 32)]
         assert (r["phase"], r["current_parity"]) == (phase, phase), r
 
-    text = "\n".join(locator.explain(located))
+    text = "\n".join(debug_child.explain(located))
     assert "CTA 2, warp 1 (all lanes): waited on ready[0] for phase 0 to complete" in text
     # the raw barrier word does not decode to a pending count on an H100: the report must not invent one
     assert "it is still in phase 0" in text and "1 of 32 pending" in text or "could not be read" in text
@@ -92,7 +92,7 @@ def test_a_hang_is_located_in_the_grade_and_grading_goes_on(tmp_path, monkeypatc
     config = _config(tree, timeout_s=GRADER_TIMEOUT_S, shapes=(shape,))
     started = time.monotonic()
     hung = grade_step(config, STEPS["hopper"][step])
-    assert time.monotonic() - started < GRADER_TIMEOUT_S + locator.CHILD_TIMEOUT_S + 30
+    assert time.monotonic() - started < GRADER_TIMEOUT_S + debug_child.CHILD_TIMEOUT_S + 30
     assert hung.correctness == "failed"
     report = "\n".join(hung.problems)
     print(f"\n[{name}]\n{report}")  # the real report, for the README (pytest -s)
@@ -118,7 +118,7 @@ def test_producer_and_consumer_starting_on_the_same_phase_are_located(tmp_path, 
     config = _config(tree, timeout_s=GRADER_TIMEOUT_S, shapes=(shape,))
     started = time.monotonic()
     hung = grade_step(config, STEPS["hopper"][7])
-    assert time.monotonic() - started < GRADER_TIMEOUT_S + locator.CHILD_TIMEOUT_S + 30
+    assert time.monotonic() - started < GRADER_TIMEOUT_S + debug_child.CHILD_TIMEOUT_S + 30
     report = "\n".join(hung.problems)
     print(f"\n[same starting phase]\n{report}")
     assert hung.correctness == "failed"
@@ -136,6 +136,6 @@ def test_no_wait_of_a_correct_kernel_gives_up_in_the_debug_build():
     import torch
 
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
-    request = locator.LocateRequest(str(REPO / "solutions"), "hopper", 5, "sm_90a", sm_count, (640, 384, 1088), 3)
-    located = locator.locate(request)
+    request = debug_child.LocateRequest(str(REPO / "solutions"), "hopper", 5, "sm_90a", sm_count, (640, 384, 1088), 3)
+    located = debug_child.locate(request)
     assert (located.records, located.finished, located.error) == ([], True, "")

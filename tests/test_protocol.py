@@ -9,8 +9,10 @@ import time
 import pytest
 
 from conftest import REPO, present_steps
-from grader import build, protocol
-from grader.steps import DEFAULT_SM_COUNT, STEPS
+from grader.core import build
+from grader.analysis import protocol
+from grader.commands import check as check_command
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS
 
 SM_COUNT = {"blackwell": DEFAULT_SM_COUNT["sm_100a"], "hopper": DEFAULT_SM_COUNT["sm_90a"]}
 CHECK_LIMIT_S = 30.0  # one step at one shape, on a 2-core machine
@@ -171,7 +173,7 @@ def test_a_barrier_armed_by_two_expect_tx_arrivals_of_one_thread_is_fine(tmp_pat
 
 
 def test_make_check_prints_one_line_per_shape_and_exit_status(capsys):
-    assert protocol.main(["--step", "5", "--impl", "solutions", "--track", "hopper", "--shape", "256x384x192"]) == 0
+    assert check_command.main(["--step", "5", "--impl", "solutions", "--track", "hopper", "--shape", "256x384x192"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1].startswith("no protocol problem found at 256x384x192 (4 warps, ")
     assert out[-1].endswith(" barrier ops simulated)")
@@ -185,7 +187,7 @@ def test_make_check_prints_one_line_per_shape_and_exit_status(capsys):
     (["--step", "5", "--track", "hopper", "--shape", "big"], "--shape must look like"),
 ])
 def test_bad_options_are_one_line_and_exit_2(capsys, argv, message):
-    assert protocol.main(argv) == 2
+    assert check_command.main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
 
@@ -194,7 +196,7 @@ def test_bad_options_are_one_line_and_exit_2(capsys, argv, message):
 
 
 def _cpu_grade(tree, track: str, step: int):
-    from grader.grade import Config, grade_step
+    from grader.judge.grade import Config, grade_step
 
     arch = {"hopper": "sm_90a", "blackwell": "sm_100a"}[track]
     config = Config("steps", tree, REPO / "solutions", track, arch, None, SM_COUNT[track], 7, 60.0, None)

@@ -11,9 +11,10 @@ import re
 import pytest
 
 from conftest import gpu_arch, without_static_checks
-from grader import build, protocol
-from grader.grade import grade_step
-from grader.steps import STEPS
+from grader.core import build
+from grader.analysis import protocol
+from grader.judge.grade import grade_step
+from grader.core.steps import STEPS
 from test_gpu import _broken, _config, _solution, _write
 from test_locator_gpu import GRADER_TIMEOUT_S, MUTATIONS as LOCATOR_MUTATIONS, SAME_STARTING_PHASE
 from test_protocol import RELEASE_CURRENT_STAGE

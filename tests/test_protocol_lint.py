@@ -1,4 +1,4 @@
-"""grader/protocol_lint.py on small hand-written kernel bodies (no build): the reasoning the known-bad
+"""grader/analysis/protocol_lint.py on small hand-written kernel bodies (no build): the reasoning the known-bad
 suite relies on, one fact per test."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from grader import protocol_lint as lint
-from grader.build import Artifacts
+from grader.analysis import protocol_lint as lint
+from grader.core.build import Artifacts
 
 TMA = "tvm_builtin_ptx_cp_async_bulk_tensor_g2s_cluster(dst, map, bar);"
 

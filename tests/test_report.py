@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from conftest import REPO
-from grader import features
-from grader.grade import Config, StepResult
-from grader.report import print_report, write_json
+from grader.analysis import features
+from grader.judge.grade import Config, StepResult
+from grader.judge.report import print_report, write_json
 
 DRAWN, LISTED = (1792, 2560, 1408), ("256x384x192", "2048x2048x2048")
 SEED = 424242

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, TRACK_ARCH
-from grader import hint
-from grader.grade import Config, grade_step
-from grader.steps import DEFAULT_SM_COUNT, STEPS
+from grader.commands import hint
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS
+from grader.judge.grade import Config, grade_step
 from known_bad import VARIANTS
 from skeleton_measure import given_lines, leaked_lines
 

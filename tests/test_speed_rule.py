@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import gpu
-from grader.grade import Config, StepResult, _judge_speed
-from grader.steps import MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, STEPS
+from grader.runs import gpu_child as gpu
+from grader.judge.grade import Config, StepResult, _judge_speed
+from grader.core.steps import MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, STEPS
 
 
 def _config() -> Config:

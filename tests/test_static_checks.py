@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 
 from conftest import REPO, TRACK_ARCH, build_step, present_steps
-from grader import build, features
-from grader.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape
+from grader.core import build
+from grader.analysis import features
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape
 
 
 def _failed(track: str, step: int, artifacts, shape, arch) -> set[str]:

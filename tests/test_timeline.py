@@ -11,8 +11,10 @@ import sys
 import pytest
 
 from conftest import REPO, build_step, gpu_arch
-from grader import build, instrument, locator, timeline
-from grader.steps import DEFAULT_SM_COUNT, STEPS
+from grader.core import build
+from grader.analysis import instrument, locator, timeline
+from grader.commands import timeline as timeline_command
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS
 
 sys.path.insert(0, str(REPO / "notebooks"))
 import figures  # noqa: E402
@@ -169,7 +171,7 @@ def test_a_coarse_globaltimer_is_refined_by_the_clock_and_a_full_buffer_is_flagg
 def test_without_a_gpu_the_command_builds_and_says_what_it_would_record():
     if gpu_arch():
         pytest.skip("a GPU is here: the command runs the kernel")
-    done = subprocess.run([sys.executable, "-m", "grader.timeline", "--step", "8", "--shape", "256x384x192"],
+    done = subprocess.run([sys.executable, "-m", "grader.commands.timeline", "--step", "8", "--shape", "256x384x192"],
                           cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "timeline build of step 8 (solutions/hopper) at 256x384x192 for sm_90a: built" in done.stdout
@@ -182,7 +184,8 @@ def test_without_a_gpu_the_command_builds_and_says_what_it_would_record():
     ["--step", "8", "--tiles", "0"], ["--step", "8", "--impl", "mine"], ["--step", "8", "--bogus"], [],
 ])
 def test_bad_options_say_so_in_one_line(args):
-    done = subprocess.run([sys.executable, "-m", "grader.timeline", *args], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "grader.commands.timeline", *args], cwd=REPO, capture_output=True,
+                          text=True)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("timeline: ")
 
@@ -192,13 +195,13 @@ def test_bad_options_say_so_in_one_line(args):
 def test_the_step_8_timeline_is_measured_on_the_gpu(tmp_path):
     out, png = tmp_path / "timeline.json", tmp_path / "timeline.png"
     done = subprocess.run(
-        [sys.executable, "-m", "grader.timeline", "--step", "8", "--shape", "512x512x1024", "--out", str(out),
+        [sys.executable, "-m", "grader.commands.timeline", "--step", "8", "--shape", "512x512x1024", "--out", str(out),
          "--png", str(png)], cwd=REPO, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(out.read_text())
     assert data["check"] == "ok" and data["step"] == 8 and data["shape"] == [512, 512, 1024]
-    assert not data["overflowed"] and data["gpu"] and data["command"].startswith("python -m grader.timeline")
+    assert not data["overflowed"] and data["gpu"] and data["command"].startswith("python -m grader.commands.timeline")
     spans = figures.intervals(figures.timeline_events(data))
     assert [s for s in spans if s[:2] == ("producer", "wait")]
     assert {s[2] for s in spans if s[:2] == ("consumer", "mma")} == set(range(6))
@@ -217,12 +220,12 @@ def test_the_notebook_cell_and_the_png_draw_a_file_the_tool_writes(tmp_path):
     matplotlib.use("Agg")
     data = timeline.document("NVIDIA H100 80GB HBM3", STEPS["hopper"][8], "solutions", (256, 256, 128), 2, "ok", 0.001,
                              _synthetic_run(), False, ROLES, BARRIERS)
-    data = {"command": "python -m grader.timeline --step 8", **data}
+    data = {"command": "python -m grader.commands.timeline --step 8", **data}
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "timeline-step08-h100.json").write_text(json.dumps(data))
     notebook = nbformat.read(REPO / "notebooks" / "07_08_warp_specialization_and_deeper_pipeline.ipynb", as_version=4)
     (cell,) = [c for c in notebook.cells if c.cell_type == "code" and "timeline-step08-h100.json" in c.source]
     exec(cell.source, {"figures": figures, "REPO": tmp_path, "print": lambda *a, **k: None})
     assert len(figures.intervals(figures.timeline_events(data))) == 18
-    timeline.draw(data, tmp_path / "timeline.png")
+    timeline_command.draw(data, tmp_path / "timeline.png")
     assert (tmp_path / "timeline.png").stat().st_size > 10_000

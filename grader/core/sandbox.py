@@ -1,9 +1,10 @@
 """Where a student's file runs, and what the grader checks after it ran.
 
 A student's file is Python: whatever process imports it can rewrite any function, any file the user
-may write, and start processes of its own. So it is imported only in a build process
-(`python -m grader.build`) that runs in a fresh copy of the course (without solutions/ in
-instructor mode), in its own session, under a time limit; what comes back is data. Then:
+may write, and start processes of its own. So it is imported only in child processes (grader/runs/:
+the build, the locator's debug run, the timeline's run; `run_child`) that run in a fresh copy of the
+course (without solutions/ in instructor mode), in their own session, under a time limit; what comes
+back is data. Then:
 - every process it left behind is killed: the grader is a child subreaper (Linux prctl), so a process
   that detaches (double fork, setsid) is re-parented to the grader instead of init and found;
 - the files the judging processes read are hashed before and after: the grader, the reference
@@ -28,7 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 COURSE_PARTS = ("grader", "kernel_helpers", "solutions", "Makefile", "pyproject.toml")
 JUDGE_PACKAGES = ("tvm", "tvm_ffi", "torch", "numpy")  # what the judging processes import besides the grader
 TOOLS = ("nvcc", "ptxas", "cuobjdump", "nvdisasm")
@@ -235,3 +236,41 @@ def python_command(module: str, *args: str) -> list[str]:
     tvm on PYTHONPATH), and student code cannot change the environment its parent starts children with.
     """
     return [sys.executable, "-s", "-m", module, *args]
+
+
+@dataclass
+class ChildRun:
+    finished: Finished
+    reply: dict | None  # what the child wrote as its result; None: nothing, or nothing readable
+    unreadable: bool = False  # a result file that is not JSON
+
+
+def run_child(module: str, request: dict, impl_dir: Path, *, with_solutions: bool, timeout_s: float,
+              env: dict[str, str] | None = None) -> ChildRun:
+    """Run `python -m module REQUEST RESULT` in a fresh copy of the course, its working folder (so it imports
+    the copy's grader), with request["impl_dir"] naming the copy of impl_dir; return what it wrote as its
+    result. The copy is removed after. Comparing the course's files before and after is the caller's part:
+    one Watch can span several children (a grade's builds and GPU run)."""
+    import json
+
+    become_subreaper()  # what the child detaches is re-parented here, where run_limited's sweep finds it
+    copy = course_copy(impl_dir, with_solutions)
+    request_path, result_path = copy / "request.json", copy / "result.json"
+    request_path.write_text(json.dumps({**request, "impl_dir": str(copy / impl_dir.name)}))
+    try:
+        finished = run_limited(python_command(module, str(request_path), str(result_path)), cwd=copy,
+                               env=dict(os.environ) if env is None else env, timeout_s=timeout_s)
+        try:
+            return ChildRun(finished, json.loads(result_path.read_text()) if result_path.is_file() else None)
+        except ValueError:
+            return ChildRun(finished, None, unreadable=True)
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def check_unchanged(watch: Watch, what: str) -> None:
+    """Raise Tampered if a file the judging processes read changed since the watch began."""
+    changed = watch.changed()
+    if changed:
+        raise Tampered(f"{what} changed files the grader relies on ({', '.join(changed[:5])}"
+                       f"{' ...' if len(changed) > 5 else ''}): the submission tried to change the grader")

@@ -1,7 +1,7 @@
 """Correctness and speed on the GPU, one step per child process.
 
 A deadlocked kernel never returns and an illegal address poisons the CUDA context for the rest of the
-process, so each step runs in `python -m grader.gpu` with a timeout; its results reach the parent
+process, so each step runs in `python -m grader.runs.gpu_child` with a timeout; its results reach the parent
 through a JSON file that the child rewrites after every shape, so a crash loses nothing before it.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,8 +18,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader import locator, sandbox
-from grader.steps import Shape, format_shape
+from grader.core import sandbox
+from grader.core.steps import Shape, format_shape
+from grader.runs.debug_child import hang_report
 
 HANG_CAUSES = (
     "the usual causes: an mbarrier initialised with a count that differs from the number of arrivals; "
@@ -56,6 +58,7 @@ class GpuRequest:
     kernels: list[Kernel]
     recheck_seed: int | None = None  # instructor mode: check correctness again on these inputs after timing
     sm_count: int = 0
+    with_solutions: bool = True  # whether the locator's copy of the course holds solutions/ (not in instructor mode)
 
 
 @dataclass
@@ -68,27 +71,32 @@ class GpuResult:
 
 
 def run_step(request: GpuRequest, timeout_s: float) -> GpuResult:
-    """Run one step's GPU work in a child process; never raises for the kernel's sake."""
+    """Run one step's GPU work in a child process; never raises for the kernel's sake. The child loads the
+    libraries the build process made (their host code is the build's), so it too runs in a copy of the course."""
     with tempfile.TemporaryDirectory(prefix="grader-gpu-") as tmp:
         request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request_path.write_text(json.dumps(asdict(request)))
         log_path = Path(tmp) / "output.txt"
+        copy = sandbox.course_copy(Path(request.impl_dir), with_solutions=False)
         with open(log_path, "w") as log:
             child = subprocess.Popen(
-                sandbox.python_command("grader.gpu", str(request_path), str(result_path)),
-                cwd=Path(__file__).resolve().parent.parent,
+                sandbox.python_command("grader.runs.gpu_child", str(request_path), str(result_path)),
+                cwd=copy,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # so a timeout can kill the child and anything it started
             )
-            timed_out = _wait_with_progress(child, result_path, request.step, timeout_s)
+            try:
+                timed_out = _wait_with_progress(child, result_path, request.step, timeout_s)
+            finally:
+                shutil.rmtree(copy, ignore_errors=True)
         output = log_path.read_text(errors="replace")
         result = _read_result(result_path)
         if timed_out:
             result.error = (
                 f"did not finish in {timeout_s:.0f} s while {result.running or 'starting'}: "
                 f"the kernel is probably deadlocked. Check {HANG_CAUSES}."
-            ) + locator.hang_report(request, result)
+            ) + hang_report(request, result)
         elif child.returncode != 0 and not result.error:
             lines = [line.strip() for line in output.splitlines() if line.strip()]
             result.error = _failure(result.running, (lines or ["(no output)"])[-1])
@@ -136,7 +144,7 @@ def _failure(running: str, detail: str) -> str:
 def _child(request: GpuRequest, result_path: Path) -> None:
     import torch
 
-    from grader import diagnosis, timing
+    from grader.analysis import diagnosis, timing
 
     result = GpuResult(device=torch.cuda.get_device_name())
     kernels = {(k.name, tuple(k.shape)): k for k in request.kernels}
@@ -149,8 +157,8 @@ def _child(request: GpuRequest, result_path: Path) -> None:
         for index, shape in enumerate(shapes):
             seed = seed_base + index
             save(f"checking correctness at {format_shape(shape)} (seed {seed})")
-            kernel = _load(kernels[("kernel", shape)], request.arch)
-            a, b = random_inputs(shape, seed)
+            kernel = load(kernels[("kernel", shape)], request.arch)
+            a, b = diagnosis.random_inputs(shape, seed)
             d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
             kernel(a, b, d)
             torch.cuda.synchronize()
@@ -165,7 +173,7 @@ def _child(request: GpuRequest, result_path: Path) -> None:
         return
     for shape in request.timing_shapes:
         save(f"timing at {format_shape(shape)}")
-        loaded = {name: _load(kernels[(name, shape)], request.arch) for name in ("kernel", "reference")
+        loaded = {name: load(kernels[(name, shape)], request.arch) for name in ("kernel", "reference")
                   if (name, shape) in kernels}
         ms, wrong = timing.time_checked(loaded, shape, request.seed)
         if wrong:
@@ -194,14 +202,14 @@ class NotTheCheckedKernel(Exception):
     """The library would run device code other than the cubin the static checks read."""
 
 
-def _load(kernel: Kernel, arch: str):
+def load(kernel: Kernel, arch: str):
     """Load a built library with TVM's runtime; its device code must be the checked cubin."""
     import torch
     import tvm
     import tvm_ffi
     from tvm.support import nvcc  # noqa: F401  registers TVM's compile callback, which is replaced below
 
-    from grader import build
+    from grader.core import build
 
     checked = Path(kernel.cubin).read_bytes()
     compiled_here: list[bytes] = []
@@ -224,17 +232,6 @@ def _load(kernel: Kernel, arch: str):
             "(its device code differs from the checked cubin): the submission tried to change the grader"
         )
     return function
-
-
-def random_inputs(shape: Shape, seed: int):
-    import torch
-
-    m, n, k = shape
-    generator = torch.Generator(device="cuda").manual_seed(seed)
-    a = torch.randn((m, k), generator=generator, device="cuda").half()
-    b = torch.randn((n, k), generator=generator, device="cuda").half()
-    return a, b
-
 
 
 if __name__ == "__main__":

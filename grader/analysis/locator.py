@@ -7,7 +7,7 @@ for, the barrier's current phase parity and pending arrival count, the CUDA line
 the thread exits. PTX's `exit` releases CTA- and cluster-wide barriers that only exited threads were
 holding up, so the launch ends and the CUDA context stays usable.
 
-How it is instrumented (the machinery is grader/instrument.py's, shared with grader/timeline.py): TVM
+How it is instrumented (the machinery is grader/analysis/instrument.py's, shared with grader/analysis/timeline.py): TVM
 hands the generated CUDA source to the global function `tvm_callback_cuda_postproc` (if one is
 registered) before NVRTC or nvcc compiles it. `instrumented()` registers that hook for one build and
 removes it after, so a normal build never sees it. The rewrite
@@ -31,30 +31,24 @@ What is read from the barrier: its current phase parity with `mbarrier.test_wait
 that way (a barrier with 1 of 32 arrivals pending read as 1048576). So a count is shown only when it
 is plausible (at most the barrier's init count), and otherwise the report says it could not be read;
 the raw word is kept in the JSON record.
+
+This module builds and reads; the run is a child process over a copy of the course
+(grader/runs/debug_child.py), started by the grade after a hang and by `make debug` (grader/commands/debug.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import contextlib
-import ctypes
-import json
-import os
 import re
-import sys
-import tempfile
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from grader import build, sandbox
-from grader import instrument as instrument_module
-from grader.steps import Shape, format_shape
+from grader.analysis import instrument as instrument_module
+from grader.core.build import DTYPE_BYTES, shared_buffers
+from grader.core.steps import Shape
 
 BOUND_S = 1.5  # how long one wait spins before it gives up
-RUN_LIMIT_S = 20.0  # how long the debug run may take after launch before the host stops waiting for it
-CHILD_TIMEOUT_S = 60.0  # the whole debug child: start, build, run, read back
 CAPACITY = 1 << 17  # records; more than the threads of any launch in this course (256 CTAs x 384)
 RECORD_WORDS = 24
 HEADER_WORDS = 8  # [0]: set when a record found the buffer full
@@ -153,36 +147,10 @@ class Barrier:
         return f"{self.name}[{self.index}]"
 
 
-@dataclass(frozen=True)
-class SharedBuffer:
-    name: str
-    dtype: str
-    offset: int  # bytes from the start of dynamic shared memory
-    size: int  # bytes
-
-
-_DTYPE_BYTES = {"uint64": 8, "int64": 8, "float64": 8, "uint32": 4, "int32": 4, "float32": 4,
-                "float16": 2, "bfloat16": 2, "uint16": 2, "int16": 2, "uint8": 1, "int8": 1}
-_DECL = re.compile(
-    r'^\s*(\w+) = T\.decl_buffer\(\(([\d, ]*)\), "(\w+)", data=\w+\.data(?:, elem_offset=(\d+))?, scope="shared\.dyn"',
-    re.MULTILINE,
-)
 _BAR_REF = r"\(\(\(uint64_t\*\)pool_buf_ptr\)\[(\d+)\]\)"
 _CUDA_INIT = re.compile(r"mbarrier_init\w*\(tvm_builtin_cuda_cvta_generic_to_shared\(\(&" + _BAR_REF + r"\)\), \(uint\)(\d+)\)")
 _CUDA_WAIT = re.compile(r"\b(?:" + "|".join(WAIT_HELPERS) + r")\(\(&" + _BAR_REF)
 _TIR_INIT = re.compile(r'T\.address_of\((\w+)\[[^\]]*\]\)\), T\.uint32\((\d+)\), "init"')
-
-
-def shared_buffers(tir_script: str) -> list[SharedBuffer]:
-    """The buffers a kernel places in dynamic shared memory (its SMEMPool), from its TIR."""
-    buffers = []
-    for name, dims, dtype, elem_offset in _DECL.findall(tir_script):
-        itemsize = _DTYPE_BYTES.get(dtype, 1)
-        count = 1
-        for extent in dims.split(","):
-            count *= int(extent) if extent.strip() else 1
-        buffers.append(SharedBuffer(name, dtype, int(elem_offset or 0) * itemsize, count * itemsize))
-    return buffers
 
 
 _BARRIER_CLASSES = ("TMABar", "TCGen05Bar", "MBarrier")
@@ -233,7 +201,7 @@ def barrier_map(tir_script: str, cuda_source: str, labels: dict[str, str] | None
 
     barriers = []
     for buffer in shared_buffers(tir_script):
-        if _DTYPE_BYTES.get(buffer.dtype) != 8 or not re.search(rf"\b{buffer.name}\[", mbarrier_lines):
+        if DTYPE_BYTES.get(buffer.dtype) != 8 or not re.search(rf"\b{buffer.name}\[", mbarrier_lines):
             continue
         buffer_counts = init_by_buffer.get(buffer.name, set())
         for index in range(buffer.size // 8):
@@ -456,214 +424,3 @@ def summarize(records: list[Record], barriers: list[Barrier], max_groups: int = 
         numbering = f"; CTA numbers are x + {grid_x}*y on the {grid_x}x{grid_y} grid" if grid_y > 1 else ""
         lines.append(f"(phases are parities, 0 or 1{numbering})")
     return lines
-
-
-# ---- the debug run (GPU) -------------------------------------------------------------------------
-
-
-@dataclass
-class LocateRequest:
-    impl_dir: str
-    track: str
-    step: int
-    arch: str
-    sm_count: int
-    shape: Shape
-    seed: int
-
-
-@dataclass
-class LocateResult:
-    records: list[dict]
-    overflowed: bool
-    finished: bool  # whether the debug kernel ended within RUN_LIMIT_S
-    barriers: list[dict]
-    error: str = ""
-
-
-class _PinnedBuffer:
-    """Host memory the device writes through a mapped pointer (driver API, through ctypes)."""
-
-    def __init__(self, words: int, device: int):
-        self._cuda = ctypes.CDLL("libcuda.so.1")
-        self.words = words
-        handle, context = ctypes.c_int(), ctypes.c_void_p()  # the primary context, which torch and TVM use too
-        self._check(self._cuda.cuInit(0))
-        self._check(self._cuda.cuDeviceGet(ctypes.byref(handle), device))
-        self._check(self._cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle))
-        self._check(self._cuda.cuCtxSetCurrent(context))
-        self.host = ctypes.c_void_p()
-        flags = 0x1 | 0x2  # CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
-        self._check(self._cuda.cuMemHostAlloc(ctypes.byref(self.host), ctypes.c_size_t(words * 4), flags))
-        ctypes.memset(self.host, 0, words * 4)
-        mapped = ctypes.c_uint64()
-        self._check(self._cuda.cuMemHostGetDevicePointer_v2(ctypes.byref(mapped), self.host, 0))
-        self.device_address = mapped.value
-
-    def read(self):
-        import numpy as np
-
-        return np.ctypeslib.as_array((ctypes.c_uint32 * self.words).from_address(self.host.value)).copy()
-
-    @staticmethod
-    def _check(status: int) -> None:
-        if status != 0:
-            raise RuntimeError(f"CUDA driver call failed with status {status}")
-
-
-def _run_debug(request: LocateRequest) -> LocateResult:
-    import torch
-
-    from grader.gpu import random_inputs
-    from grader.steps import STEPS
-
-    # nvcc compiles the debug build, as in the CPU tests, whether or not NVRTC is installed here
-    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-    torch.zeros(1, device="cuda")
-    buffer = _PinnedBuffer(HEADER_WORDS + CAPACITY * RECORD_WORDS, torch.cuda.current_device())
-    spec = STEPS[request.track][request.step]
-    factory = build.kernel_factory(Path(request.impl_dir), request.track, spec)
-    debug = build_debug(factory, spec, request.shape, request.arch, request.sm_count, buffer.device_address)
-    a, b = random_inputs(request.shape, request.seed)
-    d = torch.full((request.shape[0], request.shape[1]), float("nan"), dtype=torch.float16, device="cuda")
-    stream = torch.cuda.current_stream()
-    error = ""
-    debug.executable(a, b, d)
-    deadline = time.monotonic() + RUN_LIMIT_S
-    finished = False
-    while time.monotonic() < deadline:
-        try:
-            finished = stream.query()
-        except RuntimeError as err:  # the debug kernel itself failed (e.g. an illegal address)
-            error, finished = str(err).strip().splitlines()[0], True
-        if finished:
-            break
-        time.sleep(0.05)
-    records, overflowed = decode(buffer.read())
-    return LocateResult([asdict(r) for r in records], overflowed, finished, [asdict(b) for b in debug.barriers], error)
-
-
-def locate(request: LocateRequest, timeout_s: float = CHILD_TIMEOUT_S) -> LocateResult:
-    """Run the debug build once in a child process; never raises for the kernel's sake."""
-    with tempfile.TemporaryDirectory(prefix="grader-locator-") as tmp:
-        request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
-        request_path.write_text(json.dumps(asdict(request)))
-        finished = sandbox.run_limited([sys.executable, "-m", "grader.locator", "--request", str(request_path),
-                                        str(result_path)], cwd=build.REPO_ROOT, env=dict(os.environ), timeout_s=timeout_s)
-        output = finished.output if finished.returncode is not None else (
-            f"the debug run did not finish in {timeout_s:.0f} s")  # the results may be written already
-        if result_path.exists():
-            return LocateResult(**json.loads(result_path.read_text()))
-        lines = [line for line in output.splitlines() if line.strip()] or ["(no output)"]
-        return LocateResult([], False, False, [], f"the debug run failed: {lines[-1].strip()}")
-
-
-def explain(result: LocateResult) -> list[str]:
-    """What to tell the student about one debug run."""
-    if result.error and not result.records:
-        return [result.error]
-    records = [Record(**{**r, "cta": tuple(r["cta"]), "grid": tuple(r["grid"])}) for r in result.records]
-    barriers = [Barrier(**{**b, "wait_lines": tuple(b["wait_lines"])}) for b in result.barriers]
-    lines = summarize(records, barriers)
-    if not records:
-        lines.append(
-            "no mbarrier wait gave up in the debug build"
-            + (": the hang did not recur there (it may depend on timing)" if result.finished else
-               ": the kernel is stuck elsewhere (a named barrier such as warpgroup_sync, or a loop of its own)")
-        )
-    elif not result.finished:
-        lines.append("the kernel did not end after these waits gave up: some warps are also stuck in a named "
-                     "barrier (bar.sync / warpgroup_sync) or a loop of their own, which the locator cannot bound")
-    if result.overflowed:
-        lines.append(f"(more than {CAPACITY} waits gave up: only the first {CAPACITY} are counted above)")
-    if result.error:
-        lines.append(f"the debug run ended with: {result.error}")
-    return lines
-
-
-def hang_report(request, result) -> str:
-    """Called by the GPU runner when a step timed out: re-run the shape that hung under the debug build."""
-    done = len(result.correctness)
-    if done < len(request.correctness_shapes):
-        shape, seed = tuple(request.correctness_shapes[done]), request.seed + done
-    elif len(result.timing) < len(request.timing_shapes):
-        shape, seed = tuple(request.timing_shapes[len(result.timing)]), request.seed
-    else:
-        return ""
-    located = locate(LocateRequest(request.impl_dir, request.track, request.step, request.arch,
-                                   request.sm_count, shape, seed))
-    header = f"\n  where it hangs (debug build at {format_shape(shape)}, each wait bounded at {BOUND_S} s):"
-    return header + "".join(f"\n  {line}" for line in explain(located))
-
-
-# ---- make debug ----------------------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.locator", description="Build a step's debug build "
-                                     "(bounded mbarrier waits); run it on a GPU, or show the barriers it watches.")
-    parser.add_argument("--step")
-    parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
-    parser.add_argument("--track", default="auto")
-    parser.add_argument("--arch", default="auto")
-    parser.add_argument("--shape", help="MxNxK (default: the step's second correctness shape)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--request", nargs=2, metavar=("REQUEST", "RESULT"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.request:
-        request = json.loads(Path(args.request[0]).read_text())
-        request["shape"] = tuple(request["shape"])
-        result = _run_debug(LocateRequest(**request))
-        written = Path(args.request[1] + ".part")
-        written.write_text(json.dumps(asdict(result)))
-        written.rename(args.request[1])  # whole or not at all, should the exit below be killed
-        os._exit(0)  # a kernel still running must not hold the process at exit
-    return _debug_command(args)
-
-
-def _debug_command(args: argparse.Namespace) -> int:
-    from grader.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
-    from grader.steps import DEFAULT_SM_COUNT
-
-    gpu_name, gpu_arch, sm_count = detect_gpu()
-    try:
-        if args.step is None or not args.step.isdigit():
-            raise UsageError("give one step: STEP=1..10")
-        arch, track = resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
-        (spec,) = select_steps(args.step, track, build.REPO_ROOT / args.impl / track)
-        shapes = spec.correctness_shapes
-        shape = parse_shape(args.shape) if args.shape else shapes[min(1, len(shapes) - 1)]
-        if spec.shapes.violation(shape):
-            raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
-    except UsageError as err:
-        print(f"debug: {err}", file=sys.stderr)
-        return 2
-    sm_count = sm_count if gpu_arch else DEFAULT_SM_COUNT[arch]
-    where = f"step {spec.number} ({args.impl}/{track}) at {format_shape(shape)} for {arch}"
-    try:
-        factory = build.kernel_factory(build.REPO_ROOT / args.impl, track, spec)
-        if not gpu_arch:
-            debug = build_debug(factory, spec, shape, arch, sm_count, records_address=0)
-            compile_cubin(debug.cuda_source, arch)
-    except (build.StepNotImplemented, build.BuildFailed) as err:
-        print(f"step {spec.number}: {err}", file=sys.stderr)
-        return 1
-    if not gpu_arch:
-        print(f"debug build of {where}: built (nvcc -cubin); every mbarrier wait gives up after {BOUND_S} s")
-        print("\n".join(format_barrier_map(debug.barriers)))
-        print("no GPU here that runs it: nothing was run")
-        return 0
-    located = locate(LocateRequest(str(build.REPO_ROOT / args.impl), track, spec.number, arch, sm_count, shape,
-                                   args.seed))
-    barriers = [Barrier(**{**b, "wait_lines": tuple(b["wait_lines"])}) for b in located.barriers]
-    print(f"debug run of {where} on {gpu_name}; every mbarrier wait gives up after {BOUND_S} s")
-    print("\n".join(format_barrier_map(barriers)))
-    if located.finished and not located.records and not located.error:
-        print("the kernel finished and no wait gave up: no deadlock at this shape")
-        return 0
-    print("\n".join(explain(located)))
-    return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,9 +9,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import build, features, gpu, sandbox
-from grader.hint import hint_command
-from grader.steps import (
+from grader.analysis import features
+from grader.core import build, sandbox
+from grader.runs import build_child
+from grader.runs import gpu_child as gpu
+from grader.core.steps import (
     MAX_SLOWDOWN_VS_REFERENCE, SPEED_FLOORS, Shape, ShapeRule, StepSpec, format_shape, static_check_shape,
 )
 
@@ -147,10 +149,14 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
                 kernels=[gpu.Kernel.of("kernel", b, Path(work)) for b in built]
                 + [gpu.Kernel.of("reference", b, Path(work) / "reference") for b in reference or []],
                 recheck_seed=config.seed + RECHECK_SEED_OFFSET if config.instructor else None,
+                sm_count=config.sm_count,
+                with_solutions=not config.instructor,
             ),
             config.timeout_s,
         )
     sandbox.sweep()
+    # the GPU child loads libraries the build made, and on a hang the locator imports the step file again
+    _check_unchanged(watch, f"running step {spec.number}")
     _judge_correctness(result, gpu_result, len(checked))
     if builds.protocol_problems:  # on a GPU the run decides; the simulation says where to look
         result.problems.append(PROTOCOL_HEADER + "\n".join(builds.protocol_problems))
@@ -160,6 +166,11 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
         _judge_speed(result, gpu_result, config, spec)
     return result
 
+
+def hint_command(step: int, track: str, todo: int | None = None) -> str:
+    """The make command that helps with a step (or one of its TODOs), for the grader's messages."""
+    todo_part = f" TODO={todo}" if todo is not None else ""
+    return f"make hint STEP={step}{todo_part} TRACK={track}"
 
 PROTOCOL_HEADER = "the protocol checker (the kernel's barriers simulated on the CPU, `make check`) predicts:\n"
 RECHECK_SEED_OFFSET = 1_000_003
@@ -179,22 +190,24 @@ def random_shape(rule: ShapeRule, rng: random.Random) -> Shape:
 
 
 def _build(config: Config, spec: StepSpec, impl_dir: Path, shapes: list[Shape], out_dir: Path, *,
-           with_solutions: bool, watch: sandbox.Watch, protocol_shapes: list[Shape] = ()) -> build.Builds:
+           with_solutions: bool, watch: sandbox.Watch, protocol_shapes: list[Shape] = ()) -> build_child.Builds:
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return build.build_isolated(impl_dir, config.track, spec, shapes, config.arch, config.sm_count,
-                                    with_solutions=with_solutions, export=config.gpu_name is not None, out_dir=out_dir,
-                                    protocol_shapes=protocol_shapes)
+        return build_child.build_isolated(impl_dir, config.track, spec, shapes, config.arch, config.sm_count,
+                                          with_solutions=with_solutions, export=config.gpu_name is not None,
+                                          out_dir=out_dir, protocol_shapes=protocol_shapes)
     finally:
-        changed = watch.changed()
-        if changed:
-            raise sandbox.Tampered(
-                f"building step {spec.number} changed files the grader relies on ({', '.join(changed[:5])}"
-                f"{' ...' if len(changed) > 5 else ''}): the submission tried to change the grader; graded as failed"
-            )
+        _check_unchanged(watch, f"building step {spec.number}")
 
 
-def _static_checks(config: Config, spec: StepSpec, built: list[build.Built]) -> list[features.CheckResult]:
+def _check_unchanged(watch: sandbox.Watch, what: str) -> None:
+    try:
+        sandbox.check_unchanged(watch, what)
+    except sandbox.Tampered as err:
+        raise sandbox.Tampered(f"{err}; graded as failed") from None
+
+
+def _static_checks(config: Config, spec: StepSpec, built: list[build_child.Built]) -> list[features.CheckResult]:
     """Each check must pass at every built shape: a technique used only at some shapes fails."""
     merged: dict[str, features.CheckResult] = {}
     for b in built:

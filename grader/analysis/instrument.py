@@ -1,5 +1,5 @@
-"""What the instrumented builds share (the deadlock locator, grader/locator.py; the measured timeline,
-grader/timeline.py): the kernel exactly as written, with device code spliced into its generated CUDA.
+"""What the instrumented builds share (the deadlock locator, grader/analysis/locator.py; the measured timeline,
+grader/analysis/timeline.py): the kernel exactly as written, with device code spliced into its generated CUDA.
 
 TVM hands the generated CUDA source to the global function `tvm_callback_cuda_postproc` (if one is
 registered) before NVRTC or nvcc compiles it. `cuda_postproc(rewrite)` registers that hook for one
@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import build
-from grader.steps import Shape
+from grader.core import build
+from grader.core.steps import Shape
 
 HOOK = "tvm_callback_cuda_postproc"
 KERNEL_START = 'extern "C" __global__'

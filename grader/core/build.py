@@ -5,27 +5,25 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from hashlib import sha256
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from grader.sandbox import Toolchain
-from grader.steps import Shape, StepSpec
+from grader.core.sandbox import Toolchain
+from grader.core.steps import Shape, StepSpec
 
 TVM_COMPILE_VARIABLES = (
     "TVM_KERNEL_DUMP", "TVM_KERNEL_DEBUG", "TVM_CUDA_PTXAS_REG_LEVEL", "TVM_CUDA_PTXAS_EXTRA_OPTS",
     "TVM_CUDA_NVCC_NO_FAST_MATH",
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class StepNotImplemented(Exception):
@@ -117,10 +115,10 @@ def compile_module(prim_func, arch: str):
 
 
 def build(factory: Callable[..., Any], spec: StepSpec, shape: Shape, arch: str, sm_count: int) -> Artifacts:
-    return _build_with_executable(factory, spec, shape, arch, sm_count)[0]
+    return build_with_executable(factory, spec, shape, arch, sm_count)[0]
 
 
-def _build_with_executable(factory, spec: StepSpec, shape: Shape, arch: str, sm_count: int):
+def build_with_executable(factory, spec: StepSpec, shape: Shape, arch: str, sm_count: int):
     """The artifacts and TVM's runtime executable (what the build process exports for the GPU)."""
     start = time.perf_counter()
     prim_func = make_prim_func(factory, spec, shape, sm_count)
@@ -172,9 +170,35 @@ def _launch_extents(lowered: str, tags: tuple[str, str, str]) -> tuple[int, int,
 
 
 def _shared_bytes(script: str) -> int:
-    from grader.locator import shared_buffers  # the locator imports this module
-
     return max((buffer.offset + buffer.size for buffer in shared_buffers(script)), default=0)
+
+
+@dataclass(frozen=True)
+class SharedBuffer:
+    name: str
+    dtype: str
+    offset: int  # bytes from the start of dynamic shared memory
+    size: int  # bytes
+
+
+DTYPE_BYTES = {"uint64": 8, "int64": 8, "float64": 8, "uint32": 4, "int32": 4, "float32": 4,
+               "float16": 2, "bfloat16": 2, "uint16": 2, "int16": 2, "uint8": 1, "int8": 1}
+_DECL = re.compile(
+    r'^\s*(\w+) = T\.decl_buffer\(\(([\d, ]*)\), "(\w+)", data=\w+\.data(?:, elem_offset=(\d+))?, scope="shared\.dyn"',
+    re.MULTILINE,
+)
+
+
+def shared_buffers(tir_script: str) -> list[SharedBuffer]:
+    """The buffers a kernel places in dynamic shared memory (its SMEMPool), from its TIR."""
+    buffers = []
+    for name, dims, dtype, elem_offset in _DECL.findall(tir_script):
+        itemsize = DTYPE_BYTES.get(dtype, 1)
+        count = 1
+        for extent in dims.split(","):
+            count *= int(extent) if extent.strip() else 1
+        buffers.append(SharedBuffer(name, dtype, int(elem_offset or 0) * itemsize, count * itemsize))
+    return buffers
 
 
 def _shared_fp16_buffers(script: str) -> list[tuple[int, ...]]:
@@ -238,7 +262,7 @@ def _use_pinned_nvcc() -> None:
             os.environ.pop(name, None)
 
 
-# Set once per grade (grader.cli) before any student code runs; else found on first use.
+# Set once per grade (grader.judge.cli) before any student code runs; else found on first use.
 TOOLCHAIN: Toolchain | None = None
 
 
@@ -286,91 +310,6 @@ def _tirx_message(err: BaseException, max_lines: int = 30) -> str:
     return "\n".join(lines)
 
 
-# ---- the build process: the only one that imports the student's file ----------------------------
-
-BUILD_TIMEOUT_S = 120.0
-RESULT_FILE = "built.json"
-
-
-@dataclass
-class Built:
-    """One shape's build as the judge knows it: the static facts, and the cubin it compiled itself
-    from the build's CUDA source (the bytes the static checks read and the GPU must run)."""
-
-    shape: Shape
-    artifacts: Artifacts
-    cubin: bytes
-    library: str | None  # the exported TVM library (host launcher + device code), for the GPU
-
-
-@dataclass
-class Builds:
-    kernels: list[Built]
-    protocol_problems: list[str]  # what the protocol checker found at the shapes it was asked for
-    protocol_unsupported: str | None = None  # what kept the checker from simulating the kernel
-
-
-def build_isolated(
-    impl_dir: Path, track: str, spec: StepSpec, shapes: list[Shape], arch: str, sm_count: int, *,
-    with_solutions: bool, export: bool, out_dir: Path, timeout_s: float = BUILD_TIMEOUT_S,
-    protocol_shapes: list[Shape] = (),
-) -> Builds:
-    """Build `shapes` in a build process over a copy of the course, and run the protocol checker there
-    at `protocol_shapes`; raise StepNotImplemented or BuildFailed as an in-process build would. Nothing
-    the process returns is trusted: PTX and SASS are made again here from its CUDA source, with the
-    pinned tools."""
-    import json
-
-    from grader import sandbox
-
-    copy = sandbox.course_copy(impl_dir, with_solutions)
-    request = {
-        "impl_dir": str(copy / impl_dir.name), "track": track, "step": spec.number, "arch": arch,
-        "sm_count": sm_count, "shapes": shapes, "export_dir": str(out_dir) if export else None,
-        "tools": TOOLCHAIN.paths if TOOLCHAIN else Toolchain.resolve().paths, "protocol_shapes": list(protocol_shapes),
-    }
-    (copy / "request.json").write_text(json.dumps(request))
-    env = {**os.environ, "PATH": Toolchain(request["tools"]).search_path()}
-    try:
-        finished = sandbox.run_limited(
-            sandbox.python_command("grader.build", str(copy / "request.json"), str(copy / RESULT_FILE)),
-            cwd=copy, env=env, timeout_s=timeout_s,
-        )
-        reply = json.loads((copy / RESULT_FILE).read_text()) if (copy / RESULT_FILE).is_file() else {}
-    except ValueError:
-        reply = {"error": "failed", "message": "the build process wrote an unreadable result"}
-    finally:
-        shutil.rmtree(copy, ignore_errors=True)
-    if finished.returncode is None:
-        raise BuildFailed(f"building step {spec.number} did not finish in {timeout_s:.0f} s "
-                          "(an endless loop at import or in the kernel function?)")
-    if reply.get("error") == "not implemented":
-        raise StepNotImplemented(reply["message"])
-    if reply.get("error"):
-        raise BuildFailed(reply["message"])
-    if finished.returncode != 0 or len(reply.get("shapes", [])) != len(shapes):
-        last = [line for line in finished.output.splitlines() if line.strip()][-1:] or ["no output"]
-        raise BuildFailed(f"the build process ended early (exit status {finished.returncode}): {last[0].strip()[:300]} "
-                          "(a file that exits or raises at import, e.g. sys.exit or KeyboardInterrupt?)")
-    with ThreadPoolExecutor(max_workers=_workers(len(shapes))) as pool:  # nvcc runs, one per shape
-        kernels = list(pool.map(lambda entry: _confirm(entry, arch), reply["shapes"]))
-    checked = reply.get("protocol") or {}
-    unsupported = checked.get("unsupported")
-    return Builds(kernels, [str(p) for p in checked.get("problems", [])], str(unsupported) if unsupported else None)
-
-
-def _workers(jobs: int) -> int:
-    return max(1, min(jobs, os.cpu_count() or 1))
-
-
-def _confirm(entry: dict, arch: str) -> Built:
-    artifacts = artifacts_from_json(entry["artifacts"])
-    cubin, artifacts.ptx = compile_cuda(artifacts.cuda_source, arch)
-    if disassemble(cubin) != artifacts.sass:
-        raise BuildFailed("the build process reported SASS that its own CUDA source does not compile to: "
-                          "the submission tried to change the grader")
-    return Built(tuple(entry["shape"]), artifacts, cubin, entry.get("library"))
-
 
 def artifacts_from_json(data: dict) -> Artifacts:
     """Artifacts from JSON, whatever fields it has: lists become tuples again except where the field is a list."""
@@ -384,101 +323,3 @@ def artifacts_from_json(data: dict) -> Artifacts:
         value = tuples(data[field.name])
         values[field.name] = list(value) if str(field.type).startswith("list") else value
     return Artifacts(**values)
-
-
-def _child(request: dict, result_path: Path) -> None:
-    import json
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-    from multiprocessing import get_context
-
-    reply: dict = {"shapes": []}
-    shapes = [tuple(shape) for shape in request["shapes"]]
-    try:
-        _start_build_process(request)  # the student's file is imported here first: its errors come out once
-        if len(shapes) == 1 or _workers(len(shapes)) == 1:
-            entries = [_build_shape(request, shape) for shape in shapes]
-        else:  # shapes build in parallel, each in a fresh process (TVM does not survive a fork)
-            with ProcessPoolExecutor(_workers(len(shapes)), get_context("spawn"), _start_build_process, (request,)) as pool:
-                entries = list(pool.map(_build_shape, [request] * len(shapes), shapes))
-        for entry in entries:
-            if "error" in entry:
-                reply.update(entry)
-                break
-            reply["shapes"].append(entry)
-        if "error" not in reply and request.get("protocol_shapes"):
-            reply["protocol"] = _protocol_check(request)
-    except StepNotImplemented as err:
-        reply.update(error="not implemented", message=str(err))
-    except BuildFailed as err:
-        reply.update(error="failed", message=str(err))
-    except BrokenProcessPool:
-        reply.update(error="failed", message="a build process for one shape ended early "
-                     "(a file that exits or crashes when imported a second time?)")
-    result_path.write_text(json.dumps(reply))
-
-
-def _protocol_check(request: dict) -> dict:
-    """The protocol checker's findings at the asked shapes, or why it cannot simulate the kernel. It runs
-    here because it needs the kernel's TIR; what it says can only fail a grade on a machine without a
-    GPU (where the kernel cannot be run to show it), so a forged answer gains nothing the GPU would not take."""
-    from grader import protocol
-    from grader.steps import STEPS
-
-    spec = STEPS[request["track"]][request["step"]]
-    problems = []
-    for shape in request["protocol_shapes"]:
-        try:
-            verdict = protocol.check_step(_factory, spec, tuple(shape), request["sm_count"])
-        except protocol.Unsupported as err:
-            return {"problems": [], "unsupported": f"it uses {err}"}
-        except Exception as err:  # noqa: BLE001 - the checker's own failure must not fail the student's build
-            return {"problems": [], "unsupported": f"it failed on this kernel ({type(err).__name__}: {err})"}
-        if not verdict.ok:
-            problems.append("\n".join(verdict.lines()))
-    return {"problems": problems, "unsupported": None}
-
-
-_factory: Callable[..., Any] | None = None  # the student's hgemm_vN, imported once per build process
-
-
-def _start_build_process(request: dict) -> None:
-    import tvm_ffi
-    from tvm.support import nvcc  # noqa: F401  registers TVM's compile callback, which is replaced below
-
-    from grader.steps import STEPS
-
-    global TOOLCHAIN, _factory
-    TOOLCHAIN = Toolchain(request["tools"])
-    arch = request["arch"]
-    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-    # On a GPU machine TVM compiles the device code here: with the judge's command, so an honest
-    # build embeds the very cubin the judge compiles from the same source.
-    tvm_ffi.register_global_func("tvm_callback_cuda_compile", lambda code, *_: compile_cubin(code, arch), override=True)
-    _factory = kernel_factory(Path(request["impl_dir"]), request["track"], STEPS[request["track"]][request["step"]])
-
-
-def _build_shape(request: dict, shape: Shape) -> dict:
-    """One shape's artifacts and exported library, or the error that stopped it."""
-    from dataclasses import asdict
-
-    from grader.steps import STEPS
-
-    spec = STEPS[request["track"]][request["step"]]
-    try:
-        artifacts, executable = _build_with_executable(_factory, spec, shape, request["arch"], request["sm_count"])
-    except StepNotImplemented as err:
-        return {"error": "not implemented", "message": str(err)}
-    except BuildFailed as err:
-        return {"error": "failed", "message": str(err)}
-    library = None
-    if request["export_dir"]:
-        library = str(Path(request["export_dir"]) / f"step{spec.number}_{'x'.join(map(str, shape))}.so")
-        executable.export_library(library)
-    return {"shape": shape, "artifacts": asdict(artifacts), "library": library}
-
-
-if __name__ == "__main__":
-    import json
-
-    _child(json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))

@@ -4,7 +4,7 @@ For each shape, every step that supports it is built and timed together with cuB
 interleaved run (the grader's timing: CUDA events per call, L2 flushed, median), so each ratio
 comes from one run under one clock and power state. Each timed output is then checked against
 the fp32 reference: a fast wrong kernel is reported as wrong, not as fast.
-The seed's Triton kernel (grader/triton_seed.py: a persistent TMA GEMM, autotuned per shape before
+The seed's Triton kernel (grader/commands/triton_seed.py: a persistent TMA GEMM, autotuned per shape before
 timing) is timed in the same run, plain and warp-specialized, as rows "triton-seed" and "triton-seed-ws";
 where Triton cannot run them the rows are absent and the table says why.
 Writes OUT.md (table), OUT.json and OUT.png (TFLOP/s per step, cuBLAS as a line per shape).
@@ -19,8 +19,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from grader.build import REPO_ROOT
-from grader.steps import STEPS, Shape, format_shape
+from grader.core import outputs
+from grader.core.build import REPO_ROOT
+from grader.core.steps import STEPS, Shape, format_shape
 
 BENCH_SHAPES: tuple[Shape, ...] = (
     (2048, 2048, 2048),
@@ -32,13 +33,20 @@ BENCH_SHAPES: tuple[Shape, ...] = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grader.commands.bench", description=__doc__)
     parser.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench"), help="path prefix of the .md/.json/.png")
     args = parser.parse_args(argv)
+    try:
+        out = Path(args.out)
+        for suffix in (".json", ".md", ".png"):
+            outputs.writable_file(out.with_suffix(suffix), "--out")
+    except outputs.UnwritableOutput as err:
+        print(f"bench: {err}", file=sys.stderr)
+        return 2
 
     import torch
 
-    from grader.cli import detect_gpu, resolve_arch_and_track
+    from grader.judge.cli import detect_gpu, resolve_arch_and_track
 
     gpu_name, gpu_arch, sm_count = detect_gpu()
     if gpu_arch is None:
@@ -54,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         runnable = [spec for spec in steps if spec.shapes.violation(shape) is None]
         rows.extend(_bench_shape(shape, runnable, track, arch, sm_count, triton_seed))
 
-    command = "python -m grader.bench " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    arguments = argv if argv is not None else sys.argv[1:]
+    command = "python -m grader.commands.bench " + " ".join(shlex.quote(a) for a in arguments)
     payload = {
         "gpu": gpu_name,
         "driver": driver_version(),
@@ -65,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
         "triton_absent": triton_absent,
         "rows": rows,
     }
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
     out.with_suffix(".md").write_text(markdown(payload))
@@ -81,7 +89,7 @@ TRITON_ROWS = {"triton-seed": False, "triton-seed-ws": True}  # row name -> warp
 def _triton_seed():
     """The seed's Triton module, and None; or None and why it cannot run here."""
     try:
-        from grader import triton_seed
+        from grader.commands import triton_seed
     except Exception as err:  # no Triton, or one without the tensor-descriptor API the seed uses
         return None, f"the seed's Triton kernel cannot be imported here ({type(err).__name__}: {err})"
     return triton_seed, None
@@ -90,8 +98,9 @@ def _triton_seed():
 def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int, triton_seed) -> list[dict]:
     import torch
 
-    from grader import build, diagnosis, timing
-    from grader.gpu import random_inputs
+    from grader.core import build
+    from grader.analysis import diagnosis, timing
+    from grader.analysis.diagnosis import random_inputs
 
     solutions = REPO_ROOT / "solutions"
     a, b = random_inputs(shape, seed=sum(shape))

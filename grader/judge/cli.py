@@ -13,10 +13,11 @@ import secrets
 import sys
 from pathlib import Path
 
-from grader import build, report, sandbox
-from grader.build import REPO_ROOT
-from grader.grade import Config, StepResult, grade_step
-from grader.steps import DEFAULT_SM_COUNT, STEPS, TRACK_ARCHS, TRACKS, Shape, format_shape
+from grader.core import build, outputs, sandbox
+from grader.judge import report
+from grader.core.build import REPO_ROOT
+from grader.judge.grade import Config, StepResult, grade_step
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, TRACK_ARCHS, TRACKS, Shape, format_shape
 
 ARCH_OF_CAPABILITY = {(9, 0): "sm_90a", (10, 0): "sm_100a", (10, 3): "sm_103a"}
 DEFAULT_TRACK = "blackwell"
@@ -46,21 +47,34 @@ def main(argv: list[str] | None = None) -> int:
     watch = sandbox.Watch(build.TOOLCHAIN)
     status = 0
     for (config, steps), json_path in zip(runs, json_paths):
-        results = []
-        try:
-            for spec in steps:
-                print(f"grading {config.track} step {spec.number} ...", file=sys.stderr, flush=True)
-                results.append(grade_step(config, spec, watch))
-        except sandbox.Tampered as err:
-            results.append(tampered_result(config, steps[len(results)], str(err)))
-        finally:
-            sandbox.sweep()
+        results = _grade_steps(config, steps, watch)
+        # one verdict, taken after the last check, for the terminal, the JSON report and the exit status
         report.print_report(config, results)
         report.write_json(config, results, json_path)
         print(f"report written to {json_path}")
-        if not all(result.passed for result in results) or len(results) != len(steps):
+        if not all(result.passed for result in results):
             status = 1
     return status
+
+
+def _grade_steps(config: Config, steps: list, watch: sandbox.Watch) -> list[StepResult]:
+    """Each step's result; a change to the files the grader relies on fails the step that made it and ends
+    the run. The last check comes after every process the steps started is gone: a change that lands
+    late (a process the student's file left behind) fails the last step graded, before anything is reported."""
+    results: list[StepResult] = []
+    try:
+        for spec in steps:
+            print(f"grading {config.track} step {spec.number} ...", file=sys.stderr, flush=True)
+            results.append(grade_step(config, spec, watch))
+    except sandbox.Tampered as err:
+        return [*results, tampered_result(config, steps[len(results)], str(err))]
+    finally:
+        sandbox.sweep()
+    try:
+        sandbox.check_unchanged(watch, f"grading step {steps[-1].number}")
+    except sandbox.Tampered as err:
+        results[-1] = tampered_result(config, steps[-1], f"{err}; graded as failed")
+    return results
 
 
 def _report_path(given: str | None, config: Config, several: bool) -> Path:
@@ -87,20 +101,15 @@ GPU_BYTES_PER_OUTPUT = 2 + 2 * 4 + 2 * 2  # two fp32 references, the kernel's an
 
 def writable_report_path(path: str | Path) -> Path:
     """The report path, refused before any work when it cannot be written or is a file of the course."""
-    path = Path(path).absolute()
-    if path.is_dir():
-        raise UsageError(f"--json {path} is a folder: name a file")
-    existing = next(p for p in [path.parent, *path.parent.parents] if p.exists())
-    if not existing.is_dir():
-        raise UsageError(f"--json {path}: {existing} is a file, not a folder")
+    try:
+        path = outputs.writable_file(path, "--json")
+    except outputs.UnwritableOutput as err:
+        raise UsageError(str(err)) from None
     resolved = path.resolve()
     course_parts = [REPO_ROOT / part for part in ("grader", "kernel_helpers", "solutions", "steps", "hints", "tests",
                                                   "docs", "notebooks")]
     if resolved.parent == REPO_ROOT.resolve() or any(resolved.is_relative_to(p.resolve()) for p in course_parts):
         raise UsageError(f"--json {path} is inside the course's own files: write the report elsewhere (e.g. reports/)")
-    target = path if path.exists() else existing
-    if not os.access(target, os.W_OK):
-        raise UsageError(f"--json {path} cannot be written (no permission on {target})")
     return path
 
 

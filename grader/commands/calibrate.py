@@ -15,23 +15,22 @@ import json
 import secrets
 import shlex
 import sys
-from pathlib import Path
 
-from grader import build, sandbox
-from grader.bench import driver_version
-from grader.build import REPO_ROOT
-from grader.cli import (
+from grader.core import build, outputs, sandbox
+from grader.commands.bench import driver_version
+from grader.core.build import REPO_ROOT
+from grader.judge.cli import (
     DEFAULT_TIMEOUT_S, UsageError, _Parser, detect_gpu, parse_shape, resolve_arch_and_track, select_steps,
 )
-from grader.grade import Config, grade_step
-from grader.steps import SPEED_FLOORS_FILE, format_shape
+from grader.judge.grade import Config, grade_step
+from grader.core.steps import SPEED_FLOORS_FILE, format_shape
 
 # room for a slower clock or another cuBLAS version, still far above a kernel that lost the step's idea
 DEFAULT_MARGIN = 0.5
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="python -m grader.calibrate", description=__doc__)
+    parser = _Parser(prog="python -m grader.commands.calibrate", description=__doc__)
     parser.add_argument("--step", default="all", help="1..10 or all (default: all)")
     parser.add_argument("--shape", action="append", default=[],
                         help="MxNxK to time instead of the step's timing shapes")
@@ -39,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(SPEED_FLOORS_FILE), help="the table to update (default: the grader's)")
     try:
         args = parser.parse_args(argv)
-    except UsageError as err:
+        out = outputs.writable_file(args.out, "--out")
+    except (UsageError, outputs.UnwritableOutput) as err:
         print(f"calibrate: {err}", file=sys.stderr)
         return 2
     gpu_name, gpu_arch, sm_count = detect_gpu()
@@ -77,11 +77,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         measured[spec.number] = {format_shape(t.shape): round(t.share_of_cublas, 4) for t in result.timings}
 
-    out = Path(args.out)
     arguments = argv if argv is not None else sys.argv[1:]
     about = {
         "gpu": gpu_name, "driver": driver_version(), "date": datetime.date.today().isoformat(),
-        "command": "python -m grader.calibrate " + " ".join(map(shlex.quote, arguments)),
+        "command": "python -m grader.commands.calibrate " + " ".join(map(shlex.quote, arguments)),
     }
     table = updated_table(json.loads((out if out.exists() else SPEED_FLOORS_FILE).read_text()), arch, measured,
                           args.margin, about)

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from grader import protocol_lint as lint
-from grader.build import Artifacts
-from grader.steps import TILE_128, Shape
+from grader.analysis import protocol_lint as lint
+from grader.core.build import Artifacts
+from grader.core.steps import TILE_128, Shape
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ CHECKS: dict[str, dict[int, list[Check]]] = {
 
 # ---- Blackwell steps 7-10: warp roles, deeper pipeline, CTA pair, two consumers ----
 # Which warps issue an operation is read off the generated CUDA: the `if` conditions around each
-# call, evaluated for every thread of the CTA (grader/protocol_lint.py). Conditions that do not
+# call, evaluated for every thread of the CTA (grader/analysis/protocol_lint.py). Conditions that do not
 # depend on the thread (the cluster rank, loop bounds) count as true: they narrow CTAs, not warps.
 
 def issuing_warps(art: Artifacts, call: re.Pattern) -> set[int]:
@@ -264,7 +264,7 @@ CHECKS["hopper"].update(
 )
 
 
-# ---- protocol checks (grader/protocol_lint.py): the technique is there, but used so that the kernel
+# ---- protocol checks (grader/analysis/protocol_lint.py): the technique is there, but used so that the kernel
 # would hang, compute wrong or run slow; read off the CUDA source's guards, loops and statement order ----
 
 def _lint(rule: Callable[[Artifacts, int], bool]) -> Callable[[Artifacts, Launch], bool]:

@@ -135,7 +135,7 @@ STEPS: dict[str, dict[int, StepSpec]] = {
 # or synchronous loads), so their floors only catch kernels that are broken in a new way.
 # The table lives in speed_floors.json, where `make calibrate` writes what the GPU here measured;
 # each arch's entry says where its values came from (the Blackwell ones are estimates).
-SPEED_FLOORS_FILE = Path(__file__).with_name("speed_floors.json")
+SPEED_FLOORS_FILE = Path(__file__).resolve().parents[1] / "speed_floors.json"
 
 
 class SpeedFloorsError(Exception):

@@ -47,16 +47,14 @@ The schedules are deterministic, so a finding comes with the schedule that shows
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from grader import build
-from grader.locator import _meaning, _ranges, _who, shared_buffers, source_labels
-from grader.steps import Shape, format_shape
+from grader.analysis.locator import _meaning, _ranges, _who, source_labels
+from grader.core import build
+from grader.core.build import shared_buffers
+from grader.core.steps import Shape, format_shape
 
 MAX_OPS = 2_000_000  # barrier ops per schedule before the checker calls it a loop that does not end
 MAX_LINES = 12  # findings printed
@@ -1586,56 +1584,3 @@ def _starting_phase(kernel: Kernel, schedules, cta, waits) -> Finding | None:
 def check_step(factory, spec, shape: Shape, sm_count: int) -> Verdict:
     prim_func = build.make_prim_func(factory, spec, shape, sm_count)
     return check_kernel(compile_kernel(prim_func, source_labels(factory, prim_func.script())), shape)
-
-
-# ---- make check ----------------------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.protocol", description="Run a step's barrier protocol "
-                                     "on the CPU and report deadlocks, stage races and barrier misuse.")
-    parser.add_argument("--step")
-    parser.add_argument("--impl", default="steps")
-    parser.add_argument("--track", default="auto")
-    parser.add_argument("--shape", action="append", default=[], help="MxNxK (default: the step's correctness shapes)")
-    parser.add_argument("--sm-count", type=int)
-    args = parser.parse_args(argv)
-
-    from grader.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
-    from grader.steps import DEFAULT_SM_COUNT
-
-    gpu_name, gpu_arch, gpu_sms = detect_gpu()
-    try:
-        if args.step is None or not args.step.isdigit():
-            raise UsageError("give one step: STEP=1..10")
-        if args.impl not in ("steps", "solutions"):
-            raise UsageError(f"IMPL must be steps or solutions, not {args.impl!r}")
-        arch, track = resolve_arch_and_track("auto", args.track, gpu_name, gpu_arch)
-        (spec,) = select_steps(args.step, track, build.REPO_ROOT / args.impl / track)
-        shapes = [parse_shape(s) for s in args.shape] or list(spec.correctness_shapes)
-        for shape in shapes:
-            if spec.shapes.violation(shape):
-                raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
-        if args.sm_count is not None and args.sm_count < 1:
-            raise UsageError("--sm-count must be positive")
-    except UsageError as err:
-        print(f"check: {err}", file=sys.stderr)
-        return 2
-    sm_count = args.sm_count or (gpu_sms if gpu_arch else DEFAULT_SM_COUNT[arch])
-    try:
-        factory = build.kernel_factory(build.REPO_ROOT / args.impl, track, spec)
-        verdicts = [check_step(factory, spec, shape, sm_count) for shape in shapes]
-    except (build.StepNotImplemented, build.BuildFailed) as err:
-        print(f"step {spec.number}: {err}", file=sys.stderr)
-        return 1
-    except Unsupported as err:
-        print(f"step {spec.number}: the protocol checker cannot run this kernel: it uses {err}", file=sys.stderr)
-        return 1
-    print(f"protocol check of step {spec.number} ({args.impl}/{track}, {sm_count} SMs)")
-    for verdict in verdicts:
-        print("\n".join(verdict.lines()))
-    return 0 if all(v.ok for v in verdicts) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m grader.hint --step N [--todo k] [--level 1|2|3] [--track ...]`: help for one TODO, in levels.
+"""`python -m grader.commands.hint --step N [--todo k] [--level 1|2|3] [--track ...]`: help for one TODO, in levels.
 
 Level 1: the idea and the invariant; level 2: the API calls, their arguments' meaning, shapes and
 units (both from hints/<track>/stepNN.md); level 3: the reference lines, read from the solution file
@@ -17,8 +17,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.build import REPO_ROOT
-from grader.steps import STEPS
+from grader.core.build import REPO_ROOT
+from grader.core.steps import STEPS
+from grader.judge import cli
 
 HINTS_DIR = REPO_ROOT / "hints"
 LEVELS = (1, 2, 3)
@@ -33,12 +34,6 @@ class Todo:
     number: int  # k of TODO N.k
     title: str
     levels: dict[int, str]  # 1 and 2, from the hints file
-
-
-def hint_command(step: int, track: str, todo: int | None = None) -> str:
-    """The make command that helps with a step (or one of its TODOs), for the grader's messages."""
-    todo_part = f" TODO={todo}" if todo is not None else ""
-    return f"make hint STEP={step}{todo_part} TRACK={track}"
 
 
 def read_todos(track: str, step: int) -> list[Todo]:
@@ -89,9 +84,7 @@ def render(track: str, step: int, todo: int | None, level: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader import cli  # the grader's parser and track rule; cli imports grade, which imports this module
-
-    parser = cli._Parser(prog="python -m grader.hint", description="Help for a step's TODOs, in levels.")
+    parser = cli._Parser(prog="python -m grader.commands.hint", description="Help for a step's TODOs, in levels.")
     parser.add_argument("--step", required=True, help="1..10")
     parser.add_argument("--todo", default="", help="k of TODO N.k (default: list the step's TODOs)")
     parser.add_argument("--level", default="1", help="1 idea, 2 API calls, 3 reference lines (default 1)")
@@ -120,8 +113,6 @@ def _number(text: str, option: str, allowed) -> int:
 
 def _auto_track() -> str:
     """The grader's rule: the track of the GPU here, else blackwell."""
-    from grader import cli
-
     gpu_name, gpu_arch, _ = cli.detect_gpu()
     return cli.resolve_arch_and_track("auto", "auto", gpu_name, gpu_arch)[1]
 

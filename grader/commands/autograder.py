@@ -1,11 +1,11 @@
 """`make autograder` and the autograder it builds: the course graded on Gradescope.
 
-`python -m grader.autograder package --out build/autograder.zip` writes the package Gradescope takes:
+`python -m grader.commands.autograder package --out build/autograder.zip` writes the package Gradescope takes:
 setup.sh, run_autograder and weights (from autograder/) at its root, and course/: the grader, the
 kernel helpers, the skeletons, the hints, the reference solutions (the speed reference on a GPU) and
 what `make setup` reads.
 
-`python -m grader.autograder run` (what run_autograder starts, in course/) finds the student's step
+`python -m grader.commands.autograder run` (what run_autograder starts, in course/) finds the student's step
 files in the submission, puts them into a fresh copy of the course, grades the steps in instructor
 mode (`python -m grader --instructor`: each build process gets a copy of the course without
 solutions/, the seed is hidden, correctness is checked again after timing) and writes Gradescope's
@@ -30,8 +30,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.build import REPO_ROOT
-from grader.steps import STEPS, TRACKS, format_shape
+from grader.core import outputs
+from grader.core.build import REPO_ROOT
+from grader.core.steps import STEPS, TRACKS, format_shape
 
 PACKAGE_FILES = ("setup.sh", "run_autograder", "weights")  # from autograder/, at the package's root
 COURSE_PARTS = ("grader", "kernel_helpers", "solutions", "steps", "hints", "Makefile", "requirements.txt",
@@ -46,11 +47,16 @@ class BadInput(Exception):
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["package"] and args[1:2] == ["--out"] and len(args) == 3:
-        print(f"written: {package(Path(args[2]))}")
+        try:
+            out = outputs.writable_file(args[2], "--out")
+        except outputs.UnwritableOutput as err:
+            print(f"autograder: {err}", file=sys.stderr)
+            return 2
+        print(f"written: {package(out)}")
         return 0
     if args == ["run"]:
         return run(Settings.from_environment())
-    print("usage: python -m grader.autograder package --out FILE.zip | run", file=sys.stderr)
+    print("usage: python -m grader.commands.autograder package --out FILE.zip | run", file=sys.stderr)
     return 2
 
 
@@ -147,7 +153,7 @@ def resolve_track(text: str) -> str:
         return text
     if text != "auto":
         raise BadInput(f"TRACK must be auto, blackwell or hopper, not {text!r}")
-    from grader.cli import detect_gpu, resolve_arch_and_track
+    from grader.judge.cli import detect_gpu, resolve_arch_and_track
 
     gpu_name, gpu_arch, _ = detect_gpu()
     return resolve_arch_and_track("auto", "auto", gpu_name, gpu_arch)[1]

@@ -1,6 +1,7 @@
-"""`python -m grader.inspect_step --step N`: print a step's generated CUDA and the features found in it.
+"""`python -m grader.commands.inspect_step --step N`: print a step's generated CUDA and the features found in it.
 
-Works without a GPU. Use it to see what TIRx made of your kernel before you run it.
+Works without a GPU. Use it to see what TIRx made of your kernel before you run it. The step file is
+imported only in the build process, over a copy of the course (runs/build_child.py), as in a grade.
 """
 
 from __future__ import annotations
@@ -8,18 +9,22 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tempfile
+from pathlib import Path
 
-from grader import build, features
-from grader.build import REPO_ROOT
-from grader.cli import UsageError, resolve_arch_and_track, select_steps
-from grader.steps import DEFAULT_SM_COUNT, format_shape, static_check_shape
+from grader.analysis import features
+from grader.core import build, sandbox
+from grader.core.build import REPO_ROOT
+from grader.core.steps import DEFAULT_SM_COUNT, format_shape, static_check_shape
+from grader.judge.cli import UsageError, resolve_arch_and_track, select_steps
+from grader.runs.build_child import build_isolated
 
 # Instruction families worth counting in the SASS, so a reader sees what the hardware will execute.
 SASS_FAMILIES = ("UTCHMMA", "UTCBAR", "LDTM", "HGMMA", "UTMALDG", "UTMASTG", "SYNCS", "LDG", "STG", "BAR.SYNC")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.inspect_step", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grader.commands.inspect_step", description=__doc__)
     parser.add_argument("--step", required=True)
     parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
     parser.add_argument("--track", default="auto")
@@ -37,12 +42,18 @@ def main(argv: list[str] | None = None) -> int:
 
     shape = static_check_shape(spec.correctness_shapes)
     sm_count = DEFAULT_SM_COUNT[arch]
+    watch = sandbox.Watch(sandbox.Toolchain.resolve())
     try:
-        factory = build.kernel_factory(REPO_ROOT / args.impl, track, spec)
-        artifacts = build.build(factory, spec, shape, arch, sm_count)
-    except (build.StepNotImplemented, build.BuildFailed) as err:
+        with tempfile.TemporaryDirectory(prefix="grader-inspect-") as out_dir:
+            try:
+                (built,) = build_isolated(REPO_ROOT / args.impl, track, spec, [shape], arch, sm_count,
+                                          with_solutions=True, export=False, out_dir=Path(out_dir)).kernels
+            finally:
+                sandbox.check_unchanged(watch, f"building step {spec.number}")
+    except (build.StepNotImplemented, build.BuildFailed, sandbox.Tampered) as err:
         print(f"step {spec.number}: {err}", file=sys.stderr)
         return 1
+    artifacts = built.artifacts
 
     print(artifacts.cuda_source)
     if args.source:

@@ -85,3 +85,13 @@ def _list(tiles: list[tuple[int, int]]) -> str:
     shown = ", ".join(f"({m},{n})" for m, n in tiles[:TILES_LISTED])
     more = len(tiles) - TILES_LISTED
     return shown + (f" and {more} more" if more > 0 else "") + " (tile row, tile column)"
+
+
+def random_inputs(shape: Shape, seed: int):
+    import torch
+
+    m, n, k = shape
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn((m, k), generator=generator, device="cuda").half()
+    b = torch.randn((n, k), generator=generator, device="cuda").half()
+    return a, b

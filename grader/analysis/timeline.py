@@ -1,7 +1,7 @@
 """A measured pipeline timeline of a step: %globaltimer stamps recorded by the kernel itself.
 
 The timeline build is the kernel exactly as written (the same generated CUDA), with stamps around
-TVM's mbarrier helpers, through the machinery the deadlock locator uses (grader/instrument.py):
+TVM's mbarrier helpers, through the machinery the deadlock locator uses (grader/analysis/instrument.py):
   - every mbarrier wait (the helpers in locator.WAIT_HELPERS): a stamp before it and one after it
     (the barrier, the parity waited for);
   - every mbarrier arrive helper (`tvm_builtin_ptx_mbarrier_arrive*`: arrive, expect_tx arrive, the
@@ -32,25 +32,21 @@ warpgroups that issue wgmma; features.issuing_warps reads that from the source):
   epilogue  a consumer's last K tile of an output tile released -> its last TMA store of the tile
             issued (or, with no store seen, its next wait on a full barrier begins)
 Only the first `tiles` output tiles of CTA 0 (K tiles of the consumers and of the producer) are kept.
+
+This module builds and reads; the run is a child process over a copy of the course
+(grader/runs/timeline_child.py), started by `make timeline` (grader/commands/timeline.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
-import os
 import re
-import shlex
-import sys
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 
-from grader import build, features, locator, protocol_lint
-from grader import instrument as instrument_module
-from grader.steps import STEPS, Shape, format_shape
+from grader.analysis import features, locator, protocol_lint
+from grader.analysis import instrument as instrument_module
+from grader.core.steps import Shape
 
 CAPACITY = 1 << 15  # stamps; a whole 4096^3 run of CTA 0 in steps 7-10 takes fewer than 12k
 RECORD_WORDS = 8
@@ -376,33 +372,7 @@ def events(stamps: list[Stamp], barriers: list[locator.Barrier], roles: dict[int
     return sorted(found, key=lambda e: e["t_ns"])
 
 
-# ---- the run (GPU) -------------------------------------------------------------------------------
-
-
-def measure(spec, impl: str, shape: Shape, sm_count: int, seed: int = 0, tiles: int = 2) -> dict:
-    """Build the timeline build, run it once after one warm-up, check it, and return the header + events."""
-    import torch
-
-    from grader.diagnosis import compare, reference
-    from grader.gpu import random_inputs
-
-    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"  # as the locator: nvcc builds what the CPU tests compile
-    buffer = torch.zeros(HEADER_WORDS + CAPACITY * RECORD_WORDS, dtype=torch.int32, device="cuda")
-    factory = build.kernel_factory(build.REPO_ROOT / impl, TRACK, spec)
-    timeline = build_timeline(factory, spec, shape, ARCH, sm_count, buffer.data_ptr())
-    a, b = random_inputs(shape, seed)
-    d = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
-    for _ in ("warm-up", "measured"):
-        buffer.zero_()
-        d.fill_(float("nan"))
-        torch.cuda.synchronize()
-        timeline.executable(a, b, d)
-        _wait_for(torch.cuda.current_stream())
-        torch.cuda.synchronize()  # whichever stream TVM launched on
-    verdict = compare(d, reference(a, b))
-    stamps, overflowed = decode(buffer.cpu().numpy().view("uint32"))
-    return document(torch.cuda.get_device_name(0), spec, impl, shape, tiles, verdict.message, verdict.max_error,
-                    stamps, overflowed, timeline.roles, timeline.barriers)
+# ---- the document ---------------------------------------------------------------------------------
 
 
 def document(gpu: str, spec, impl: str, shape: Shape, tiles: int, check: str, max_error: float,
@@ -418,118 +388,3 @@ def document(gpu: str, spec, impl: str, shape: Shape, tiles: int, check: str, ma
         "barriers": [{"label": b.label, "offset": b.offset, "init_count": b.init_count} for b in barriers],
         "events": events(stamps, barriers, roles, k_tiles, tiles),
     }
-
-
-def _wait_for(stream) -> None:
-    deadline = time.monotonic() + RUN_LIMIT_S
-    while not stream.query():
-        if time.monotonic() > deadline:
-            print(f"timeline: the kernel did not finish in {RUN_LIMIT_S:.0f} s (make debug locates a hang)",
-                  file=sys.stderr)
-            os._exit(1)
-        time.sleep(0.01)
-
-
-def draw(data: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    sys.path.insert(0, str(build.REPO_ROOT / "notebooks"))
-    import figures
-
-    title = (f"step {data['step']} ({data['impl']}/{data['track']}), CTA 0, first {data['tiles']} output tiles "
-             f"of {data['k_tiles']} K tiles at {format_shape(tuple(data['shape']))}, measured on {data['gpu']}")
-    figures.draw_timeline(data["events"], title).savefig(path, dpi=110)
-
-
-# ---- the command ---------------------------------------------------------------------------------
-
-
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        raise UsageError(message)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    parser = _Parser(prog="python -m grader.timeline", description="A measured producer/consumer timeline of "
-                     "one CTA of a step: an instrumented build with %globaltimer stamps, run once on the GPU.")
-    parser.add_argument("--step", required=True)
-    parser.add_argument("--track", default=TRACK)
-    parser.add_argument("--impl", default="solutions")
-    parser.add_argument("--shape", default="4096x4096x4096")
-    parser.add_argument("--tiles", default="2", help="output tiles of CTA 0 kept in the events")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="the JSON to write (GPU)")
-    parser.add_argument("--png", help="the figure to draw (GPU)")
-    from grader.cli import UsageError as CliUsageError, detect_gpu, parse_shape
-
-    try:
-        args = parser.parse_args(argv)
-        if args.track != TRACK:
-            raise UsageError(f"the timeline covers the Hopper track (stamps at wgmma's mbarriers), not {args.track!r}")
-        if args.impl not in ("steps", "solutions"):
-            raise UsageError(f"--impl must be steps or solutions, not {args.impl!r}")
-        if not args.step.isdigit() or int(args.step) not in STEPS_COVERED:
-            raise UsageError(f"--step must be one of {', '.join(map(str, STEPS_COVERED))} (a producer and consumers), "
-                             f"not {args.step!r}")
-        if not args.tiles.isdigit() or int(args.tiles) < 1:
-            raise UsageError(f"--tiles must be a whole number >= 1, not {args.tiles!r}")
-        spec = STEPS[TRACK][int(args.step)]
-        shape = parse_shape(args.shape)
-        if spec.shapes.violation(shape):
-            raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
-        gpu_name, gpu_arch, sm_count = detect_gpu()
-        if gpu_arch and gpu_arch != ARCH:
-            raise UsageError(f"the {gpu_name} here runs {gpu_arch} kernels: the Hopper timeline needs an sm_90a GPU")
-        if gpu_arch and not args.out:
-            raise UsageError("give --out FILE.json for the measured timeline")
-    except (UsageError, CliUsageError) as err:
-        print(f"timeline: {err}", file=sys.stderr)
-        return 2
-
-    where = f"step {spec.number} ({args.impl}/{TRACK}) at {format_shape(shape)}"
-    try:
-        if not gpu_arch:
-            from grader.steps import DEFAULT_SM_COUNT
-
-            factory = build.kernel_factory(build.REPO_ROOT / args.impl, TRACK, spec)
-            timeline = build_timeline(factory, spec, shape, ARCH, DEFAULT_SM_COUNT[ARCH], records_address=0)
-            instrument_module.compile_cubin(timeline.cuda_source, ARCH, "the timeline build")
-        else:
-            data = measure(spec, args.impl, shape, sm_count, args.seed, int(args.tiles))
-    except (build.StepNotImplemented, build.BuildFailed) as err:
-        print(f"step {spec.number}: {err}", file=sys.stderr)
-        return 1
-    if not gpu_arch:
-        print(f"timeline build of {where} for {ARCH}: built (nvcc -cubin)")
-        print("it would record, in CTA 0, one lane per warp: " + ", ".join(
-            f"{kind} at {n} site{'s' if n != 1 else ''}" for kind, n in timeline.sites.items()))
-        print("warp roles: " + ", ".join(f"warp {w} {r}" for w, r in timeline.roles.items()))
-        print("\n".join(locator.format_barrier_map(timeline.barriers)))
-        print("no Hopper GPU here that runs it: nothing was run")
-        return 0
-    data = {"command": "python -m grader.timeline " + shlex.join(argv), **data}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"timeline of {where} on {data['gpu']}: {len(data['events'])} events from {data['stamps']} stamps "
-          f"({data['timer']}); result check: {data['check']}")
-    print(f"written to {out}")
-    if args.png:
-        draw(data, Path(args.png))
-        print(f"drawn to {args.png}")
-    if data["overflowed"]:
-        print(f"(more than {CAPACITY} stamps: only the first were kept)")
-    if data["check"] != "ok":
-        print("the instrumented kernel's result is wrong: the timeline is of a broken run", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

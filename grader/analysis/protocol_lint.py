@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterator
 
-from grader.build import Artifacts
+from grader.core.build import Artifacts
 
 
 # ---- the kernel body as statements in context -------------------------------------------------------

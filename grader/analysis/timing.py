@@ -28,11 +28,10 @@ INPUT_SETS = 2
 
 def time_checked(kernels: dict[str, Callable], shape: tuple[int, int, int], seed: int) -> tuple[dict[str, float], int]:
     """Median ms of each kernel and of cuBLAS at `shape`, and how many timed calls of "kernel" were wrong."""
-    from grader import diagnosis
-    from grader.gpu import random_inputs
+    from grader.analysis import diagnosis
 
     m, n, _ = shape
-    inputs = [random_inputs(shape, seed + 7919 * (i + 1)) for i in range(INPUT_SETS)]
+    inputs = [diagnosis.random_inputs(shape, seed + 7919 * (i + 1)) for i in range(INPUT_SETS)]
     references = [diagnosis.reference(a, b) for a, b in inputs]
     scales = [diagnosis.scale(r) for r in references]
     outputs = {name: torch.empty((m, n), dtype=torch.float16, device="cuda") for name in [*kernels, "cublas"]}

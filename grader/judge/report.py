@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
-from grader.grade import Config, StepResult
-from grader.steps import format_shape
+from grader.judge.grade import Config, StepResult
+from grader.core.steps import format_shape
 
 _COLUMNS = ("step", "build", "features", "correctness", "speed", "TFLOP/s", "% cuBLAS", "vs ref")
 
@@ -93,7 +94,9 @@ def write_json(config: Config, results: list[StepResult], path: Path) -> None:
             for result in results
         ],
     }
-    path.write_text(json.dumps(payload, indent=2))
+    written = path.with_name(f".{path.name}.part")
+    written.write_text(json.dumps(payload, indent=2))
+    os.replace(written, path)  # whole or not at all
 
 
 def _row(result: StepResult) -> tuple[str, ...]:
