@@ -321,6 +321,10 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("blackwell-4-k-loop-on-4-threads", "blackwell", 4,
             r"if warp_id == 0:\n(\s+if T\.cuda\.elect_sync\(\):\n\s+for k in T\.serial)", r"if True:\n\1",
             "hang", features.ONE_MMA_ISSUER.name, todo="4.5", names=("one thread", "elect_sync")),
+    # the prologue loads every K tile instead of one per stage: stages past the ring's end
+    Variant("blackwell-5-prologue-loads-every-k-tile", "blackwell", 5,
+            r"PRE_NUM = min\(PIPE_DEPTH, K_TILES\)", "PRE_NUM = K_TILES",
+            "fault", SIMULATED, todo="5.1", names=("tma_bar[2]", "past the end")),
     Variant("blackwell-5-phase-never-flipped", "blackwell", 5, r"\n\s+phase_tma\[s\] = phase_tma\[s\] \^ 1", "",
             "wrong", features.PHASES_FLIP.name, todo="5.8", names=("flipping phase",)),
     # (step 6 gives the epilogue as code: the mistake is made in step 4's TODO 4.6)

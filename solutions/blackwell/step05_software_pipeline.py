@@ -65,10 +65,10 @@ def hgemm_v5(M, N, K):
     K_TILES = K // BLK_K
     TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
     PIPE_DEPTH = 2
+
+    # >>> TODO 5.1: the ring's shape: its prologue, its trips and its stage layouts
     PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
     RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
-
-    # >>> TODO 5.1: shared-memory layouts with a stage dimension
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     # <<< TODO 5.1

@@ -54,14 +54,13 @@ def hgemm_v5(M, N, K):
     K_TILES = K // BLK_K
     TILE_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what the two TMA loads deliver per K tile
     PIPE_DEPTH = 2
-    PRE_NUM = min(PIPE_DEPTH, K_TILES)  # K tiles loaded before the loop starts
-    RING = (K_TILES + PIPE_DEPTH - 1) // PIPE_DEPTH  # trips through the stages
 
-    # TODO 5.1: shared-memory layouts with a stage dimension
-    #   A and B now live in PIPE_DEPTH stages: the same 128B-swizzled MMA layout as step 4, with a leading stage
-    #   dimension, so each stage is a whole 128x64 tile on a 1 KiB boundary. Name them A_layout and B_layout. API:
-    #   mma_shared_layout.
-    todo("5.1 shared-memory layouts with a stage dimension")
+    # TODO 5.1: the ring's shape: its prologue, its trips and its stage layouts
+    #   PRE_NUM: the K tiles loaded before the K loop starts; RING: the loop's trips through the PIPE_DEPTH
+    #   stages (TODO 5.8 walks them, stage by stage, skipping K tiles past K_TILES). Any K is a multiple of
+    #   BLK_K, one K tile included. A_layout and B_layout: the 128B-swizzled MMA layouts of step 4 for A and B
+    #   in PIPE_DEPTH stages, each stage a whole tile on a 1 KiB boundary. API: mma_shared_layout.
+    todo("5.1 the ring's shape: its prologue, its trips and its stage layouts")
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (BLK_M, BLK_N))
 
     # fmt: off
