@@ -400,6 +400,11 @@ VARIANTS: tuple[Variant, ...] = (
             names=("one thread issues the tcgen05 MMA", "elect_sync")),
     Variant("blackwell-7-accumulator-reset-every-k-tile", "blackwell", 7, r"accum=\(k != 0\)", "accum=False",
             "wrong", features.ACCUMULATE_FLAG.name, todo="7.4", names=("accumulate flag", "first K tile")),
+    # TMEM handed back without ordering the tcgen05.ld reads before the MMA's next writes (a student trial's mistake)
+    Variant("blackwell-7-no-tcgen05-fence-before-the-handback", "blackwell", 7,
+            r"(# all TMEM reads of this tile are done: the MMA may overwrite it)\n\s+T\.ptx\.tcgen05\.fence__before_thread_sync\(\)",
+            r"\1", "race", features.TMEM_HANDBACK_FENCE.name, todo="7.5",
+            names=("fence::before_thread_sync", "hands TMEM back")),
     Variant("blackwell-7-dsmem-rewritten-before-the-store-read-it", "blackwell", 7,
             _STAGING_WAIT + r"(\n\s+T\.cuda\.warpgroup_sync)", r"\1",
             "race", features.STAGING_REUSE.name, todo="7.5", names=("Dsmem", "wait_group.read")),

@@ -295,6 +295,13 @@ TCGEN05_FENCES = _protocol(
     "T.ptx.tcgen05.fence__after_thread_sync() after each mbarrier wait / cta_sync and before the MMA; tiles written "
     "by threads (Tx.cta.copy) need T.ptx.fence.proxy.async_.shared__cta() and then T.cuda.cta_sync() first",
 )
+TMEM_HANDBACK_FENCE = _protocol(
+    "tcgen05.fence::before_thread_sync between the TMEM reads and the arrive that hands TMEM back",
+    lint.tmem_reads_fenced_before_handback,
+    "T.ptx.tcgen05.fence__before_thread_sync() after the last tcgen05.ld (and its wait::ld) of the tile and before "
+    "the mbarrier arrive that tells the MMA issuer the accumulator is free: the arrive alone does not order the "
+    "TMEM reads before the next MMA's writes",
+)
 STORE_FENCE = _protocol(
     "fence.proxy.async and a barrier before the TMA store", lint.fence_before_tma_store,
     "after the threads write Dsmem: T.ptx.fence.proxy.async_.shared__cta(), then T.cuda.cta_sync() "
@@ -411,6 +418,8 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
                    STORE_WAITED]
     if step >= 6:
         checks += [STAGING_REUSE, TILE_STRIDE, TILE_FOLLOWED]
+    if track == "blackwell" and step >= 7:
+        checks.append(TMEM_HANDBACK_FENCE)
     if track == "blackwell":
         checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step == 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
     else:

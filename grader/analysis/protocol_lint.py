@@ -217,6 +217,8 @@ MMA = re.compile(f"{TCGEN05_MMA.pattern}|{WGMMA.pattern}")
 MMA_COMMIT = re.compile(r"wgmma_commit_group|tcgen05_commit")
 WGMMA_FENCE = re.compile(r"wgmma_fence")
 TCGEN05_AFTER_SYNC = re.compile(r"tcgen05_fence_fence__after_thread_sync")
+TCGEN05_BEFORE_SYNC = re.compile(r"tcgen05_fence_fence__before_thread_sync")
+PLAIN_ARRIVE = re.compile(r"mbarrier_arrive_arrive_")
 PROXY_FENCE = re.compile(r"fence_proxy_proxy_async")
 BULK_WAIT = re.compile(r"cp_async_bulk_wait_group")
 BULK_COMMIT = re.compile(r"cp_async_bulk_commit_group")
@@ -348,6 +350,16 @@ def fences_before_mma(art: Artifacts, k_tiles: int) -> bool:
         if not _proxy_fenced(body, mma):
             return False
     return True
+
+
+def tmem_reads_fenced_before_handback(art: Artifacts, k_tiles: int) -> bool:
+    """A thread that read TMEM (tcgen05.ld) fences with tcgen05.fence::before_thread_sync before its next
+    mbarrier arrive: the arrive hands the accumulator back, and without the fence the MMA that waits on
+    it may overwrite columns this thread's loads still read."""
+    body = statements(art.cuda_source)
+    return all(_ordered_before(body, arrive, TCGEN05_BEFORE_SYNC, TMEM_LOAD) or
+               not any(TMEM_LOAD.search(s.text) for s in _since_loop_start(body, arrive))
+               for arrive in body if PLAIN_ARRIVE.search(arrive.text))
 
 
 def fence_before_tma_store(art: Artifacts, k_tiles: int) -> bool:

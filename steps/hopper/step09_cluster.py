@@ -56,12 +56,8 @@ def hgemm_v9(M, N, K, sm_count):
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
 
-    Expect this step to be a few % slower than step 8 at these shapes (H100, 4096^3, one run:
-    step 8 0.90x cuBLAS, this step 0.86x, both with 4 stages; 0.94x and 0.91x with 6). An ablation
-    in the same run says the cluster's cost is not the multicast nor the cross-CTA release: the same
-    kernel with neither (each CTA loads all of B, empty barriers local) ran at 0.86x too. What is
-    left is launching in pairs and walking 256x128 cluster tiles; the multicast pays off in step
-    10, where the shared B tile is 256 rows and the two consumers keep the tensor cores busy.
+    Expect this step to be a few % slower than step 8 at these shapes on an H100 (docs/ladder-h100.md):
+    the multicast pays off in step 10, where the shared B tile is 256 rows.
 
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).
