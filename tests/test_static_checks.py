@@ -60,8 +60,10 @@ NEW_FEATURES = {
     4: {features.TMA_LOAD.name, features.EXPECT_TX.name, features.TMA_STORE.name, features.TMA_EVERY_OPERAND.name,
         features.EVERY_K_TILE_LOADED.name},
     5: {features.TWO_STAGES.name},
-    6: {features.GRID_SMS.name, features.TILE_LOOP.name},
+    6: {features.TILE_LOOP.name},  # and the track's persistent grid (GRID_CHECK)
 }
+# Hopper's step 6 keeps the two CTAs an SM holds; every Blackwell CTA takes all of TMEM, so there it is one per SM
+GRID_CHECK = {"hopper": features.GRID_RESIDENT.name, "blackwell": features.GRID_SMS.name}
 
 
 @pytest.mark.parametrize("track", list(TRACK_ARCH))
@@ -70,13 +72,14 @@ def test_previous_step_kernel_lacks_this_steps_features(track, step):
     _need(track, step - 1, step)
     shape = _largest(track, step)
     artifacts = build_step(REPO / "solutions", track, step - 1, shape=shape)
-    assert _failed(track, step, artifacts, shape, TRACK_ARCH[track]) == NEW_FEATURES[step]
+    expected = NEW_FEATURES[step] | ({GRID_CHECK[track]} if step == 6 else set())
+    assert _failed(track, step, artifacts, shape, TRACK_ARCH[track]) == expected
 
 
 # Blackwell steps 7-10 differ from their Hopper twins, so their new features are listed per track.
 BLACKWELL_NEW_FEATURES = {
-    7: {features.WARP_ROLES.name, features.THREADS_256.name},
-    8: {features.FOUR_STAGES.name},
+    7: {features.WARP_ROLES.name, features.THREADS_256.name, features.FOUR_STAGES.name},
+    8: {features.FULL_RING.name},
     9: {features.CLUSTER_PAIR.name, features.PAIR_MMA.name},
     10: {features.THREADS_384.name, features.TWO_MMA_ISSUERS.name},
 }
@@ -91,8 +94,8 @@ def test_previous_blackwell_kernel_lacks_this_steps_features(step):
 
 
 HOPPER_NEW_FEATURES = {
-    7: {features.SETMAXREG.name, features.PRODUCER_CONSUMER.name, features.THREADS_256.name},
-    8: {features.FOUR_STAGES.name},
+    7: {features.SETMAXREG.name, features.PRODUCER_CONSUMER.name, features.THREADS_256.name, features.FOUR_STAGES.name},
+    8: {features.FULL_RING.name},
     9: {features.CLUSTER_PAIR.name, features.MULTICAST_TMA.name},
     10: {features.WGMMA_256.name, features.THREADS_384.name, features.TWO_CONSUMERS.name},
 }
