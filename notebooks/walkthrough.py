@@ -139,7 +139,7 @@ def drawn_protocol(step: int, track: str = TRACK) -> tuple[figures.Protocol, str
         return None
     if track == "hopper":
         consumers = figures.constant(solution_file(10, track), "NUM_CONSUMERS") if step == 10 else 1
-        protocol = figures.Protocol(stages=stages, producer=True, groups_in_flight=0 if step == 7 else 1,
+        protocol = figures.Protocol(stages=stages, producer=True, groups_in_flight=1,
                                     ctas=2 if step >= 9 else 1, consumers=consumers)
         who = (f"producer + {protocol.ctas} CTA(s) x {consumers} consumer(s), wgmma groups in flight "
                f"{protocol.groups_in_flight}{'; CTA 1 drawn 10% slower' if protocol.ctas > 1 else ''}")

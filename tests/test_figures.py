@@ -60,12 +60,12 @@ def test_scheduler_order_is_a_permutation_and_balanced(m_tiles, n_tiles, workers
     assert tiles_per_worker.max() - tiles_per_worker.min() <= 1
 
 
-def _scheduler_from_generated_cuda(source: str, sm_count: int):
+def _scheduler_from_generated_cuda(source: str, grid: int):
     """The step-6 kernel's next_tile block, from the generated CUDA, as a Python function of work_idx.
 
-    The block is `W[0] = (W[0] + sm_count); ...; if (...) {...} else {...}`: C expressions on
+    The block is `W[0] = (W[0] + grid); ...; if (...) {...} else {...}`: C expressions on
     non-negative ints, so `/` becomes `//` and the rest reads as Python."""
-    start = re.search(rf"(\w+)\[0\] = \(\1\[0\] \+ {sm_count}\);", source)
+    start = re.search(rf"(\w+)\[0\] = \(\1\[0\] \+ {grid}\);", source)
     work = start.group(1)
     lines, depth = [], 0
     for line in source[start.end():].splitlines()[1:]:
@@ -96,8 +96,8 @@ def _scheduler_from_generated_cuda(source: str, sm_count: int):
     m_var, n_var = assignments[0], assignments[1]
 
     def tile(work_idx: int) -> tuple[int, int]:
-        state = {work: [work_idx - sm_count], m_var: [0], n_var: [0]}
-        exec(f"{work}[0] = {work}[0] + {sm_count}\n" + body, {}, state)
+        state = {work: [work_idx - grid], m_var: [0], n_var: [0]}
+        exec(f"{work}[0] = {work}[0] + {grid}\n" + body, {}, state)
         return state[m_var][0], state[n_var][0]
 
     return tile
@@ -105,23 +105,24 @@ def _scheduler_from_generated_cuda(source: str, sm_count: int):
 
 def test_scheduler_reproduction_matches_the_generated_cuda():
     """Build step 6 (Hopper solution) with 27 x 3 tiles (three full L2 groups of 8 rows and a tail of 3)
-    on 5 CTAs, and run its generated index arithmetic for every work index."""
+    on 10 CTAs (5 SMs), and run its generated index arithmetic for every work index."""
     from grader.core import build
     from grader.core.steps import STEPS
 
     spec, sm_count, m_tiles, n_tiles = STEPS["hopper"][6], 5, 27, 3
+    grid = 2 * sm_count  # step 6 launches the two CTAs an SM holds at once
     factory = build.kernel_factory(REPO / "solutions", "hopper", spec)
     prim_func = build.make_prim_func(factory, spec, (128 * m_tiles, 128 * n_tiles, 64), sm_count)
     source = build.compile_module(prim_func, "sm_90a").mod.imports[0].inspect_source()
-    generated = _scheduler_from_generated_cuda(source, sm_count)
-    for work_idx in range(sm_count, m_tiles * n_tiles):
+    generated = _scheduler_from_generated_cuda(source, grid)
+    for work_idx in range(grid, m_tiles * n_tiles):
         assert generated(work_idx) == figures.group_major_tile(work_idx, m_tiles, n_tiles), work_idx
 
 
 STEP_PROTOCOLS = {
     6: figures.Protocol(stages=2, producer=False, groups_in_flight=0),
-    7: figures.Protocol(stages=2, producer=True, groups_in_flight=0),
-    8: figures.Protocol(stages=4, producer=True, groups_in_flight=1),
+    7: figures.Protocol(stages=4, producer=True, groups_in_flight=1),
+    8: figures.Protocol(stages=6, producer=True, groups_in_flight=1),
     10: figures.Protocol(stages=4, producer=True, groups_in_flight=1, ctas=2, consumers=2),
 }
 
