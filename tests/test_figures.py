@@ -147,8 +147,10 @@ def test_protocol_timeline_respects_the_barriers(step):
 
 
 def test_deeper_pipeline_leaves_the_tensor_core_less_idle():
-    step7 = figures.protocol_events(STEP_PROTOCOLS[7], k_tiles=8, tiles=2)
-    step8 = figures.protocol_events(STEP_PROTOCOLS[8], k_tiles=8, tiles=2)
+    # a load slower than what step 7's four stages cover (two of them held by the consumer) at 280 ns a K tile
+    slow_memory = figures.Durations(load=1000.0)
+    step7 = figures.protocol_events(STEP_PROTOCOLS[7], k_tiles=8, tiles=2, d=slow_memory)
+    step8 = figures.protocol_events(STEP_PROTOCOLS[8], k_tiles=8, tiles=2, d=slow_memory)
     assert figures.idle_share(step8, "consumer") < figures.idle_share(step7, "consumer")
 
 
