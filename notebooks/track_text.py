@@ -30,31 +30,33 @@ MMA, refill, and between tiles write the epilogue while no load is in flight. St
 into two warpgroups with one job each. The **producer** (one elected thread) only issues TMA loads;
 the **consumer** (128 threads) only waits, multiplies and writes back. They talk through two rings
 of mbarriers, one pair per stage: `tma2mma[s]` ("stage s is full", completed by the TMA bytes) and
-`mma2tma[s]` ("stage s may be refilled", arrived by the consumer after its MMA). The producer's
-phase starts at 1, so its first wait on each empty stage passes at once.
+`mma2tma[s]` ("stage s may be refilled", arrived by the consumer once the wgmma group that read it is
+done). The producer's phase starts at 1, so its first wait on each empty stage passes at once.
+
+With one CTA per SM nothing else hides a stall of the consumer, so it does not wait for its own
+wgmmas after every K tile: it issues K tile k, then `wgmma.wait_group(1)` returns when tile k - 1's
+group is done, and only then releases stage (k - 1) mod PIPE_DEPTH; after the last K tile it drains
+with `wait_group(0)`. Two stages are then held by the consumer, so the ring has four.
 
 The producer needs almost no registers and the consumer holds a 128x128 fp32 accumulator, so the
 producer gives registers away with `setmaxnreg.dec` and the consumer takes them with `setmaxnreg.inc`.
 Because the producer runs ahead, the next tile's loads land while the consumer writes its epilogue.""",
         "7-code": "Two warpgroups, the producer/consumer branch, two barrier rings with PipelineState phases, "
-                  "setmaxnreg.",
+                  "setmaxnreg, one wgmma group in flight with each stage released a K tile late.",
         "7-try": """\
 Start the producer's pipeline state at phase 0 instead of 1 in a copy of the solution: its first
 wait on each empty stage then waits for a release that can only come after a load it has not issued
 yet, and the kernel hangs. `make check STEP=7 TRACK=hopper IMPL=...` simulates the barriers on the
 CPU; `make debug STEP=7 IMPL=...` on a GPU names the barrier and the phase.""",
         "8": """\
-With two stages the producer can be at most one K tile ahead, and one TMA takes longer than one
-K tile of MMA: the consumer waits (hatched strips in step 7's timeline above). Step 8 makes the ring
-as deep as shared memory holds (six stages of 32 KiB beside the 32 KiB Dsmem tile) and keeps one
-wgmma group in flight: the consumer issues K tile k, then `wgmma.wait_group(1)` returns when tile
-k - 1's group is done, and only then releases stage (k - 1) mod PIPE_DEPTH. The tensor core always
-has the next group queued, and the producer can run five K tiles ahead, which covers the load latency.""",
-        "8-code": "PIPE_DEPTH goes from 2 to the most stages that fit (computed from the shared-memory budget), "
-                  "and the consumer releases each stage one K tile late.",
+With four stages, two of them held by the consumer, the producer can be at most two K tiles ahead;
+where a load takes longer than that, the consumer waits. Step 8 makes the ring as deep as shared
+memory holds (six stages of 32 KiB beside the 32 KiB Dsmem tile), so the producer can run four K
+tiles ahead.""",
+        "8-code": "PIPE_DEPTH goes from 4 to the most stages that fit (computed from the shared-memory budget).",
         "8-try": """\
-Set `PIPE_DEPTH = 3`: the step stays correct (the ring is stage-count agnostic) and gets a little
-slower at 4096^3 on an H100. In the drawn timeline, `figures.Durations(load=1400)` (a slower memory
+Set `PIPE_DEPTH = 3`: the step stays correct (the ring is stage-count agnostic) and drops to about
+0.7x cuBLAS on an H100: with one wgmma group in flight only one stage is left to load ahead. In the drawn timeline, `figures.Durations(load=1400)` (a slower memory
 system) brings step 8's waits back until you add stages.""",
         "9": """\
 Two CTAs of a cluster compute output tiles that need the same operand. On Hopper they are
@@ -127,15 +129,14 @@ wait on each stage then needs a commit from an MMA that waits for a load the pro
 yet, and the kernel hangs. `make check STEP=7 TRACK=blackwell IMPL=...` simulates the barriers on the
 CPU and reports the deadlock with the barrier's name.""",
         "8": """\
-With two stages the TMA producer can be at most one K tile ahead of the MMA issuer, and one load
-takes longer than one K tile of MMAs (about 0.2 us at 128x128x64): the tensor core waits (hatched
-strips in step 7's timeline above). Step 8 makes the ring as deep as shared memory holds: PIPE_DEPTH
+With four stages the TMA producer can be at most three K tiles ahead of the MMA issuer; where loads
+take longer than three K tiles of MMAs (about 0.2 us each at 128x128x64) the tensor core waits. Step 8 makes the ring as deep as shared memory holds: PIPE_DEPTH
 is computed from the 227 KiB a CTA may use, the 16 KiB Dsmem chunk and 1 KiB of barriers, six stages
 of 32 KiB. Nothing else changes: every PipelineState wraps at PIPE_DEPTH, and `tcgen05.mma` is
 asynchronous already (the issuer never waits for its own MMAs; a commit releases each stage). The
 public B200 solutions of this step use four stages; six is what fits, not a measured optimum (no
 Blackwell GPU was available).""",
-        "8-code": "PIPE_DEPTH goes from 2 to the most stages that fit, computed from the shared-memory budget; "
+        "8-code": "PIPE_DEPTH goes from 4 to the most stages that fit, computed from the shared-memory budget; "
                   "nothing else.",
         "8-try": """\
 Set `PIPE_DEPTH = 3` in a copy of the solution: the step stays correct (the ring is stage-count
