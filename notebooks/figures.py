@@ -297,15 +297,18 @@ def draw_ladder(ladder: dict, shape=None):
 
     rows = ladder["rows"]
     shape = list(shape or max((r["shape"] for r in rows), key=lambda s: s[0] * s[1] * s[2]))
-    rows = sorted((r for r in rows if list(r["shape"]) == shape), key=lambda r: r["step"])
-    steps = [r["step"] for r in rows]
+    at_shape = [r for r in rows if list(r["shape"]) == shape]
+    # the steps in order, then the outside baselines timed in the same run (rows named, not numbered)
+    rows = (sorted((r for r in at_shape if isinstance(r["step"], int)), key=lambda r: r["step"])
+            + [r for r in at_shape if not isinstance(r["step"], int)])
+    xs = list(range(len(rows)))
     fig, ax = plt.subplots(figsize=(10, 4))
-    ax.bar(steps, [tflops(shape, r["kernel_ms"]) for r in rows], label="step (reference solution)")
-    ax.plot(steps, [tflops(shape, r["cublas_ms"]) for r in rows], "k_", markersize=30, mew=2, label="cuBLAS, same run")
-    for r in rows:
-        ax.annotate(f"{r['cublas_ms'] / r['kernel_ms']:.0%}", (r["step"], tflops(shape, r["kernel_ms"])),
+    ax.bar(xs, [tflops(shape, r["kernel_ms"]) for r in rows], label="step (reference solution) or baseline")
+    ax.plot(xs, [tflops(shape, r["cublas_ms"]) for r in rows], "k_", markersize=30, mew=2, label="cuBLAS, same run")
+    for x, r in zip(xs, rows):
+        ax.annotate(f"{r['cublas_ms'] / r['kernel_ms']:.0%}", (x, tflops(shape, r["kernel_ms"])),
                     ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(steps)
+    ax.set_xticks(xs, [str(r["step"]) for r in rows], fontsize=8)
     ax.set_xlabel("step")
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"{ladder['gpu']}, {'x'.join(map(str, shape))} ({ladder['date']}); labels: share of cuBLAS")
