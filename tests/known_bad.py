@@ -462,7 +462,7 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("blackwell-10-asmem-stages-second", "blackwell", 10,
             r"Asmem = pool\.alloc\(\(PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K\)",
             "Asmem = pool.alloc((NUM_CONSUMER, PIPE_DEPTH, BLK_M, BLK_K)",
-            "wrong", SIMULATED, todo="10.3", names=("A and B staged", "stages")),
+            "wrong", SIMULATED, todo="10.3", names=("Asmem", "first dimension is its stages")),
     Variant("blackwell-10-mma2tma-counts-one-commit", "blackwell", 10,
             r"mma2tma\.init\(NUM_CONSUMER\)", "mma2tma.init(1)",
             "wrong", SIMULATED, todo="10.4", names=("mma2tma", "init count")),
