@@ -15,7 +15,7 @@ from grader.analysis.locator import BOUND_S, format_barrier_map
 from grader.core import sandbox
 from grader.core.build import REPO_ROOT
 from grader.core.steps import DEFAULT_SM_COUNT, format_shape
-from grader.judge.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
+from grader.judge.cli import UsageError, detect_gpu, one_run_shape, resolve_arch_and_track, select_steps
 from grader.runs.debug_child import BUILD_ONLY_TIMEOUT_S, CHILD_TIMEOUT_S, LocateRequest, barriers, explain, locate
 
 
@@ -36,10 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("give one step: STEP=1..10")
         arch, track = resolve_arch_and_track(args.arch, args.track, gpu_name, gpu_arch)
         (spec,) = select_steps(args.step, track, REPO_ROOT / args.impl / track)
-        shapes = spec.correctness_shapes
-        shape = parse_shape(args.shape) if args.shape else shapes[min(1, len(shapes) - 1)]
-        if spec.shapes.violation(shape):
-            raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
+        shape = one_run_shape(spec, args.shape)
     except UsageError as err:
         print(f"debug: {err}", file=sys.stderr)
         return 2

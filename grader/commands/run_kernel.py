@@ -18,7 +18,7 @@ from grader.analysis import diagnosis
 from grader.core import build, sandbox
 from grader.core.build import REPO_ROOT
 from grader.core.steps import format_shape
-from grader.judge.cli import UsageError, detect_gpu, parse_shape, resolve_arch_and_track, select_steps
+from grader.judge.cli import UsageError, detect_gpu, one_run_shape, resolve_arch_and_track, select_steps
 from grader.runs import gpu_child
 from grader.runs.build_child import build_isolated
 
@@ -36,10 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("needs a Hopper or Blackwell GPU")
         arch, track = resolve_arch_and_track("auto", "auto", gpu_name, gpu_arch)
         (spec,) = select_steps(args.step, track, REPO_ROOT / args.impl / track)
-        shapes = spec.correctness_shapes
-        shape = parse_shape(args.shape) if args.shape else shapes[min(1, len(shapes) - 1)]
-        if spec.shapes.violation(shape):
-            raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
+        shape = one_run_shape(spec, args.shape)
     except UsageError as err:
         print(f"run_kernel: {err}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from grader.core import build, outputs, sandbox
 from grader.judge import report
 from grader.core.build import REPO_ROOT
 from grader.judge.grade import Config, StepResult, grade_step
-from grader.core.steps import DEFAULT_SM_COUNT, STEPS, TRACK_ARCHS, TRACKS, Shape, format_shape
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, TRACK_ARCHS, TRACKS, Shape, StepSpec, format_shape
 
 ARCH_OF_CAPABILITY = {(9, 0): "sm_90a", (10, 0): "sm_100a", (10, 3): "sm_103a"}
 DEFAULT_TRACK = "blackwell"
@@ -256,6 +256,16 @@ def parse_shape(text: str) -> Shape:
         raise UsageError(f"--shape must look like 256x512x128 (M x N x K), not {text!r}")
     return tuple(int(part) for part in parts)
 
+
+
+def one_run_shape(spec: StepSpec, shape_text: str | None) -> Shape:
+    """The shape a one-run command (debug, run_kernel) uses: the one given, else the step's second
+    correctness shape (a few tiles); a shape the step cannot run at is a usage error."""
+    shapes = spec.correctness_shapes
+    shape = parse_shape(shape_text) if shape_text else shapes[min(1, len(shapes) - 1)]
+    if spec.shapes.violation(shape):
+        raise UsageError(f"step {spec.number} cannot run at {format_shape(shape)}: {spec.shapes.violation(shape)}")
+    return shape
 
 def check_size(shape: Shape, gpu_bytes: int | None) -> None:
     """Shapes TIRx cannot index (int32) or the GPU cannot hold are the option's fault, not the kernel's."""
