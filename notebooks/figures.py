@@ -341,8 +341,8 @@ def code_diff(previous: Path, current: Path) -> str:
 
 
 def constant(path: Path, name: str) -> int:
-    """An integer constant of the step's hgemm_vN, literal (`PIPE_DEPTH = 4`) or computed from earlier
-    constants (`PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES`): its top-level assignments
+    """An integer constant of the step's hgemm_vN, literal (`NAME = 3`) or computed from earlier
+    constants (`NAME = (BUDGET - USED) // SIZE`): its top-level assignments
     are evaluated in order, with no builtins and only the constants before them in scope; those that
     need the shape (M, N, K) or TVM are left out."""
     tree = ast.parse(path.read_text())

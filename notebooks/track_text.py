@@ -1,207 +1,55 @@
 """What the step notebooks say and show that differs between the tracks, keyed by track and topic.
 
-`walkthrough.explain(topic)` renders TEXT[TRACK][topic]; `walkthrough.show_emitted(step, shape)` greps the
-generated code for EMITTED[TRACK][step]: (artifact field, regular expression, how many lines).
+`walkthrough.explain(topic)` renders text(track, topic); `walkthrough.show_emitted(step, shape)` greps the
+generated code for emitted(track, step): (artifact field, regular expression, how many lines).
+
+The texts of steps 4-10 state each step's reference design (its barrier protocol, values and release order),
+which the student is asked to design, so they are not in notebooks/: they live in solutions/notebook_text.py
+(REFERENCE), ship with the solutions and are withheld with them. Here stays only what gives no step's design
+away: step 3's grep patterns. Without that file, text() is None and explain() says so in one line.
 """
 
 from __future__ import annotations
 
-TEXT: dict[str, dict[str, str]] = {
-    "hopper": {
-        "4": """\
-The Tensor Memory Accelerator copies a whole box of a tensor between global and shared memory,
-swizzling on the way, issued by **one** thread. The thread first *arms* an mbarrier with the number
-of bytes to expect (`mbarrier.arrive.expect_tx`, 32 KiB: one 128x64 fp16 tile of A and one of B),
-then issues the two copies; the TMA engine counts bytes into the barrier as they land, and the
-barrier's phase completes when all have arrived. Every thread waits on that phase (all four warps
-issue the warpgroup-wide wgmma, so none can run a phase ahead), then the MMA reads shared memory.
+import functools
+import importlib.util
+from pathlib import Path
+from types import ModuleType
 
-The epilogue goes the same way backwards: registers -> shared memory (swizzled) -> one TMA store.
-The registers that the synchronous loads of step 3 needed are free, and the loads no longer cost
-any thread's instructions.""",
-        "4-try": """\
-In a copy of `solutions/hopper/step04_tma.py`, arm the barrier with half the bytes (`TMA_BYTES // 2`):
-the phase completes when half the data has landed, so the MMA can read stale shared memory (wrong
-results at random tiles), or the barrier's transaction count goes negative. With a GPU,
-`make sanitize STEP=4 IMPL=...` after that change, and `make debug STEP=4` for a hang.""",
-        "7": """\
-Steps 5 and 6 have one warpgroup do everything: issue a load, wait for it, multiply, wait for the
-MMA, refill, and between tiles write the epilogue while no load is in flight. Step 7 splits the CTA
-into two warpgroups with one job each. The **producer** (one elected thread) only issues TMA loads;
-the **consumer** (128 threads) only waits, multiplies and writes back. They talk through two rings
-of mbarriers, one pair per stage: `tma2mma[s]` ("stage s is full", completed by the TMA bytes) and
-`mma2tma[s]` ("stage s may be refilled", arrived by the consumer once the wgmma group that read it is
-done). The producer's phase starts at 1, so its first wait on each empty stage passes at once.
-
-With one CTA per SM nothing else hides a stall of the consumer, so it does not wait for its own
-wgmmas after every K tile: it issues K tile k, then `wgmma.wait_group(1)` returns when tile k - 1's
-group is done, and only then releases stage (k - 1) mod PIPE_DEPTH; after the last K tile it drains
-with `wait_group(0)`. Two stages are then held by the consumer, so the ring has four.
-
-The producer needs almost no registers and the consumer holds a 128x128 fp32 accumulator, so the
-producer gives registers away with `setmaxnreg.dec` and the consumer takes them with `setmaxnreg.inc`.
-Because the producer runs ahead, the next tile's loads land while the consumer writes its epilogue.""",
-        "7-code": "Two warpgroups, the producer/consumer branch, two barrier rings with PipelineState phases, "
-                  "setmaxnreg, one wgmma group in flight with each stage released a K tile late.",
-        "7-try": """\
-Start the producer's pipeline state at phase 0 instead of 1 in a copy of the solution: its first
-wait on each empty stage then waits for a release that can only come after a load it has not issued
-yet, and the kernel hangs. `make check STEP=7 TRACK=hopper IMPL=...` simulates the barriers on the
-CPU; `make debug STEP=7 IMPL=...` on a GPU names the barrier and the phase.""",
-        "8": """\
-With four stages, two of them held by the consumer, the producer can be at most two K tiles ahead;
-where a load takes longer than that, the consumer waits. Step 8 makes the ring as deep as shared
-memory holds (six stages of 32 KiB beside the 32 KiB Dsmem tile), so the producer can run four K
-tiles ahead.""",
-        "8-code": "PIPE_DEPTH goes from 4 to the most stages that fit (computed from the shared-memory budget).",
-        "8-try": """\
-Set `PIPE_DEPTH = 3`: the step stays correct (the ring is stage-count agnostic) and drops to about
-0.7x cuBLAS on an H100: with one wgmma group in flight only one stage is left to load ahead. In the drawn timeline, `figures.Durations(load=1400)` (a slower memory
-system) brings step 8's waits back until you add stages.""",
-        "9": """\
-Two CTAs of a cluster compute output tiles that need the same operand. On Hopper they are
-vertically adjacent (a 256x128 cluster tile) and share B: each CTA loads its own A tile and **half**
-of the B tile, and the TMA *multicasts* that half into the shared memory of both CTAs, so B crosses
-from L2 once per cluster. Since a CTA's stage is now filled partly by its peer, a stage may be
-refilled only when the consumers of **both** CTAs have released it: `mma2tma[s]` counts 2 arrivals,
-one local and one remote (`mbarrier.arrive` on the peer's barrier through a cluster address).
-Cluster-wide syncs at the start (the peer's barriers are initialised before anything reaches them)
-and at the end (no CTA exits while its peer may still arrive on its barriers) close the protocol.""",
-        "9-code": "A cluster launch, multicast loads of half the B tile, empty barriers counting both CTAs.",
-        "9-try": """\
-Give `mma2tma` an arrival count of 1 instead of `CLUSTER` in a copy of the solution: a stage is
-then refilled when the *faster* CTA has released it, and the multicast overwrites B in the slower
-CTA's shared memory while its wgmma still reads it: wrong tiles at random, more often at large K.""",
-        "10": """\
-The Hopper CTA tile grows to 128x256 and a second consumer warpgroup joins: consumer c multiplies
-rows 64c..64c+63 of A with the whole B tile, one `m64n256k16` wgmma per K=16 slice. Both consumers
-read the same B stage, so each byte of B brought into shared memory feeds twice the math, and the
-wider wgmma reads fewer shared-memory bytes per FLOP. A stage is free when both consumers of both
-CTAs have released it (4 arrivals). Each consumer has its own epilogue named barrier: sharing one
-barrier id between two warpgroups of 128 threads would let a `bar.sync` complete with a mix of both.""",
-        "10-code": "A third warpgroup, 64-row consumer slices, m64n256k16, four arrivals on each empty barrier, "
-                   "per-consumer epilogue barriers.",
-        "10-try": """\
-Give both consumers the same epilogue barrier id (`EPILOGUE_BAR + consumer` -> `EPILOGUE_BAR`): the
-kernel still builds and often passes small shapes, but at 4096^3 a consumer can overwrite its
-staging tile while the other's TMA store still reads it, and `make sanitize STEP=10` reports it.""",
-    },
-    "blackwell": {
-        "4": """\
-The Tensor Memory Accelerator copies a whole box of a tensor between global and shared memory,
-swizzling on the way, issued by **one** thread. That thread first *arms* an mbarrier with the number
-of bytes to expect (`mbarrier.arrive.expect_tx`, 32 KiB: one 128x64 fp16 tile of A and one of B),
-then issues the two copies; the TMA engine counts bytes into the barrier as they land, and the
-barrier's phase completes when all have arrived. On Blackwell the same thread then issues the
-`tcgen05.mma` and its commit, so it alone drives both barriers' phases, and it alone waits on them
-inside the K loop: a parity wait cannot tell phase n from phase n + 2, so a warp that arrives on
-nothing could miss a phase. The other threads wait once, at a CTA barrier after the loop.
-
-The epilogue goes the same way backwards: TMEM -> registers -> shared memory (swizzled) -> one TMA
-store. The loads no longer cost any thread's instructions.""",
-        "4-try": """\
-In a copy of `solutions/blackwell/step04_tma.py`, arm the barrier with half the bytes
-(`TILE_BYTES // 2`): the phase completes when half the data has landed, so the MMA can read stale
-shared memory. `make check STEP=4 TRACK=blackwell IMPL=...` simulates the barriers on the CPU and
-reports the byte count that does not match what the copies deliver.""",
-        "7": """\
-Steps 5 and 6 have one elected thread do everything in turn: issue a load, wait for it, issue the
-MMA, wait for its commit, refill; and between tiles the whole CTA writes the epilogue while no load
-or MMA is in flight. Step 7 gives each job its own warps. The **TMA producer** (one elected thread
-of warp 3 of warpgroup 1) only issues loads; the **MMA issuer** (one elected thread of warp 0 of
-warpgroup 1) only issues `tcgen05.mma`; the **writeback** (warpgroup 0, 128 threads, thread t owns
-row t) reads the accumulator out of TMEM and stores it. Four barriers hand the work over:
-`tma2mma[s]` ("stage s has landed": the producer's expect_tx plus the TMA bytes), `mma2tma[s]`
-("stage s may be refilled": a `tcgen05.commit` by the MMA issuer, which arrives once the MMAs that
-read the stage have finished), `mma2ld` ("the accumulator is complete": a commit after a tile's
-last K tile) and `ld2mma` ("TMEM is free again": one arrival from each of the 128 writeback
-threads). The producer sides (of mma2tma and ld2mma) start at phase 1, so their first waits pass at
-once: the stages and TMEM start free.
-
-The MMA issuer waits only until the writeback has read TMEM out, so the next tile's MMAs run while
-the writeback still converts and stores. The accumulator lives in TMEM, not in registers, so no
-role needs to give registers to another.""",
-        "7-code": "Two warpgroups, three role branches, four barriers (TMABar, TCGen05Bar, MBarrier) with "
-                  "PipelineState phases, and a writeback in TMEM chunks on its own named barrier.",
-        "7-try": """\
-Start the producer's PipelineState at phase 0 instead of 1 in a copy of the solution: its first
-wait on each stage then needs a commit from an MMA that waits for a load the producer has not issued
-yet, and the kernel hangs. `make check STEP=7 TRACK=blackwell IMPL=...` simulates the barriers on the
-CPU and reports the deadlock with the barrier's name.""",
-        "8": """\
-With four stages the TMA producer can be at most three K tiles ahead of the MMA issuer; where loads
-take longer than three K tiles of MMAs (about 0.2 us each at 128x128x64) the tensor core waits. Step 8 makes the ring as deep as shared memory holds: PIPE_DEPTH
-is computed from the 227 KiB a CTA may use, the 16 KiB Dsmem chunk and 1 KiB of barriers, six stages
-of 32 KiB. Nothing else changes: every PipelineState wraps at PIPE_DEPTH, and `tcgen05.mma` is
-asynchronous already (the issuer never waits for its own MMAs; a commit releases each stage). The
-public B200 solutions of this step use four stages; six is what fits, not a measured optimum (no
-Blackwell GPU was available).""",
-        "8-code": "PIPE_DEPTH goes from 4 to the most stages that fit, computed from the shared-memory budget; "
-                  "nothing else.",
-        "8-try": """\
-Set `PIPE_DEPTH = 3` in a copy of the solution: the step stays correct (the ring is stage-count
-agnostic; `make check STEP=8 TRACK=blackwell IMPL=...` still passes). In the drawn timeline,
-`figures.Durations(load=1400)` (a slower memory system) brings step 8's waits back until you add
-stages.""",
-        "9": """\
-Two CTAs on neighbouring SMs form a cluster and compute one 256x256 output tile together. Each CTA
-loads its own 128 rows of A and its own 128 rows of B; one thread of CTA 0 issues a single
-`tcgen05.mma` with `cta_group=2` (M = 256, N = 256) that reads A and B from both CTAs' shared memory
-and accumulates into both CTAs' TMEM. Each CTA fetches half of the B tile it multiplies, and every
-MMA instruction does twice the work.
-
-The barriers follow the MMA: both CTAs' loads complete on CTA 0's `tma2mma[s]`, which CTA 0 arms with
-the bytes of the pair; CTA 0's commits are multicast to `mma2tma[s]` and `mma2ld` of both CTAs; the
-writeback threads of both CTAs arrive on CTA 0's `ld2mma` (256 arrivals, through a cluster address).
-Cluster-wide syncs after the barrier init and before TMEM is freed close the protocol.""",
-        "9-code": "A cluster launch, TMEM allocated for the pair, cta_group=2 loads onto CTA 0's barrier, one "
-                  "cta_group=2 MMA with multicast commits, remote arrives on ld2mma, cluster-wide syncs.",
-        "9-try": """\
-In a copy of the solution, arm `tma2mma` with one CTA's bytes (`TILE_BYTES` instead of
-`TILE_BYTES * CTA_GROUP`): the phase completes before CTA 1's tiles have landed, and the MMA may read
-a half-loaded stage. `make check STEP=9 TRACK=blackwell IMPL=...` reports it on the CPU ("expect_tx
-announced 32768 bytes, fewer than the copies deliver").""",
-        "10": """\
-The CTA pair now computes two 256x256 accumulators at once: a third warpgroup holds the TMA thread
-and two MMA threads, each accumulating its own 256 rows of a 512x256 cluster tile into its own half
-of TMEM (columns 0-255 and 256-511), and two writeback warpgroups each drain one of them through
-their own Dsmem tile and their own named barrier. Each B tile loaded feeds two MMAs, and while one
-accumulator is written back the tensor core works on the other. A stage is free once both MMA
-threads' commits have arrived (`mma2tma[s]` counts 2); a stage is 48 KiB now, so the ring holds four.""",
-        "10-code": "A third warpgroup, two MMA issuers with their own halves of TMEM, mma2ld and ld2mma per "
-                   "consumer, mma2tma counting both commits, two Dsmem tiles and named barriers.",
-        "10-try": """\
-Give both writeback warpgroups the same named barrier (`WB_BARRIER + wg_id` -> `WB_BARRIER`): a
-256-thread rendezvous of a barrier declared for 128 lets one warpgroup's threads pass with the
-other's, and their Dsmem hand-offs mix.""",
-    },
-}
+REFERENCE = Path(__file__).resolve().parent.parent / "solutions" / "notebook_text.py"
 
 _STEP_3 = [("cuda_source", r"blockIdx\.[xy]\) \* 128", 2), ("sass", r"LDG|STS", 3)]
-_STEP_4 = [("ptx", r"mbarrier\.arrive\.expect_tx", 2), ("ptx", r"cp\.async\.bulk\.tensor", 3),
-           ("sass", r"UTMALDG|UTMASTG|SYNCS", 4)]
-_STEP_5 = [("cuda_source", r"mbarrier_wait", 4), ("cuda_source", r"phase_tma_ptr\[\d\] = \(phase_tma_ptr", 2),
-           ("sass", r"SYNCS", 3)]
-_STEP_6 = [("cuda_source", r"while \(1\)", 2), ("cuda_source", r"_ptr_2\[0\] \+ \d+|< \d+\)\)\) \{ break", 3),
-           ("sass", r"HGMMA|UTCHMMA", 2)]
-_STEP_9 = [("ptx", r"multicast::cluster", 2), ("ptx", r"barrier\.cluster|mapa", 3),
-           ("ptx", r"mbarrier\.arrive.*shared::cluster", 2)]
-_STEP_10 = [("sass", r"HGMMA\.64x256x16|UTCHMMA", 2), ("cuda_source", r"__launch_bounds__", 1),
-            ("ptx", r"bar\.sync\s+\S+, 128|barrier\.sync\s+\S+, 128", 2)]
+EMITTED: dict[str, dict[int, list[tuple[str, str, int]]]] = {"hopper": {3: _STEP_3}, "blackwell": {3: _STEP_3}}
 
-EMITTED: dict[str, dict[int, list[tuple[str, str, int]]]] = {
-    "hopper": {
-        3: _STEP_3, 4: _STEP_4, 5: _STEP_5, 6: _STEP_6,
-        7: [("ptx", r"setmaxnreg", 2), ("cuda_source", r"__launch_bounds__", 1), ("sass", r"USETMAXREG|SYNCS.ARRIVE", 3)],
-        8: [("ptx", r"wgmma\.wait_group\.sync\.aligned\s+1", 2), ("sass", r"WARPGROUP.DEPBAR|HGMMA", 3)],
-        9: _STEP_9, 10: _STEP_10,
-    },
-    "blackwell": {
-        3: _STEP_3, 4: _STEP_4, 5: _STEP_5, 6: _STEP_6,
-        7: [("cuda_source", r"__launch_bounds__", 1), ("ptx", r"tcgen05\.commit", 2),
-            ("ptx", r"bar\.sync\s+\S+, 128|barrier\.sync\s+\S+, 128", 1), ("sass", r"UTCHMMA|UTCBAR", 3)],
-        8: [("ptx", r"tcgen05\.mma", 2), ("sass", r"UTCHMMA|UTMALDG", 3)],
-        9: [("ptx", r"tcgen05\.mma\.cta_group::2", 1), *_STEP_9],
-        10: _STEP_10,
-    },
-}
+
+@functools.cache
+def reference() -> ModuleType | None:
+    """solutions/notebook_text.py, loaded from its file (None in a course handed out without solutions/)."""
+    if not REFERENCE.exists():
+        return None
+    spec = importlib.util.spec_from_file_location("notebook_text", REFERENCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def text(track: str, topic: str) -> str | None:
+    """The track's text for a notebook topic ("7", "7-code", ...), or None without the solutions."""
+    module = reference()
+    return None if module is None else module.TEXT[track][topic]
+
+
+def emitted(track: str, step: int) -> list[tuple[str, str, int]] | None:
+    """The grep patterns of a step's generated code, or None without the solutions (steps 4-10)."""
+    if step in EMITTED[track]:
+        return EMITTED[track][step]
+    module = reference()
+    return None if module is None else module.EMITTED[track][step]
+
+
+def withheld(topic: str) -> str:
+    """The one line explain() prints for a topic whose text is withheld with the solutions."""
+    step = topic.split("-")[0]
+    return (f"this text describes step {step}'s reference design and comes with the solutions "
+            f"({REFERENCE.relative_to(REFERENCE.parent.parent)}, not in this copy of the course): "
+            f"read it after your step {step} passes `make grade`")

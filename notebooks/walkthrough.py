@@ -3,10 +3,12 @@
 The track: on a Hopper or Blackwell GPU, that GPU's (and the notebooks also run, check and time each step
 against cuBLAS); without one, COURSE_TRACK=hopper|blackwell in the environment (`make notebooks
 TRACK=blackwell` sets it), else Hopper (its solutions ran on an H100). Every text and pattern that differs
-between the tracks comes from track_text.py, so a notebook describes the track it was opened for.
+between the tracks comes from track_text.py, so a notebook describes the track it was opened for; the texts
+that state a step's reference design (steps 4-10) come with the solutions (solutions/notebook_text.py).
 
 A course handed out without solutions/ still runs every notebook: a cell that needs a reference solution
-says so in one line (`needs_solutions`) and the others run as usual.
+says so in one line (`needs_solutions`), an explain() cell says in one line that its text comes with the
+solutions, and the others run as usual.
 """
 
 from __future__ import annotations
@@ -53,8 +55,12 @@ def describe() -> str:
 
 
 def explain(topic: str, track: str = TRACK) -> None:
-    """This track's text for a topic of the notebook (track_text.TEXT), rendered as Markdown."""
-    text = track_text.TEXT[track][topic]
+    """This track's text for a topic of the notebook (track_text.text), rendered as Markdown; without the
+    solutions, one line that says the text describes the step's reference design and comes with them."""
+    text = track_text.text(track, topic)
+    if text is None:
+        print(track_text.withheld(topic))
+        return
     try:
         from IPython.display import Markdown, display
     except ImportError:  # a plain interpreter
@@ -111,10 +117,10 @@ def build_step(step: int, shape, track: str = TRACK, arch: str | None = None,
 
 def show_emitted(step: int, shape, patterns=None) -> build.Artifacts | None:
     """Build the step and print the lines of its CUDA / PTX / SASS that embody the step's idea on this track
-    (track_text.EMITTED, or `patterns`: (artifact field, regular expression, how many lines))."""
+    (track_text.emitted, or `patterns`: (artifact field, regular expression, how many lines))."""
     artifacts = build_step(step, shape)
     if artifacts is not None:
-        for field, pattern, limit in patterns or track_text.EMITTED[TRACK][step]:
+        for field, pattern, limit in patterns or track_text.emitted(TRACK, step) or []:
             print(grep(getattr(artifacts, field), pattern, limit=limit))
     return artifacts
 
