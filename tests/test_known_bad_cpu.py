@@ -93,7 +93,7 @@ def test_the_variants_cover_both_tracks_and_every_step_class():
     for track in TRACK_ARCH:
         assert {step for t, step in covered if t == track} >= {1, 2, 3, 4, 5, 6}
         assert any(step >= 7 for t, step in covered if t == track)
-    assert {v.gpu for v in VARIANTS} <= {"hang", "wrong", "slow", "fault", "race", "redundant"}
+    assert {v.gpu for v in VARIANTS} <= {"hang", "wrong", "slow", "fault", "build", "race", "redundant"}
     assert {"hang", "wrong", "slow"} <= {v.gpu for v in VARIANTS}
     assert len({v.name for v in VARIANTS}) == len(VARIANTS)
     checks = {c.name for steps in features.CHECKS.values() for checks in steps.values() for c in checks}

@@ -32,9 +32,14 @@ def _config(tree) -> Config:
 
 
 def _outcome(result) -> str:
+    if result.build == "failed":
+        return "build"
     if result.correctness == "failed":
         first = result.problems[0] if result.problems else ""
-        return "hang" if "did not finish" in first else "fault" if "CUDA error" in first else "wrong"
+        if "did not finish" in first:
+            return "hang"
+        # the run raised (a CUDA error, or a launch the driver refused) instead of returning a result
+        return "fault" if first.startswith("failed while") else "wrong"
     return "slow" if result.speed == "failed" else "passed"
 
 
