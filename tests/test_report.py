@@ -59,3 +59,16 @@ def test_a_step_whose_only_shape_was_drawn_names_it_once(capsys):
     out = capsys.readouterr().out
     assert ("step 5: built, checked and run at 1792x2560x1408 (drawn for this run from the step's rule); "
             "the sha256") in out
+
+
+def test_the_json_report_gives_a_checks_hint_only_when_the_check_failed(tmp_path):
+    """A hint names the step's answer ("four stages", "starts at phase 1"): a passed check must not hand it out."""
+    result = _result()
+    result.checks = [features.CheckResult("passed check", True, "the answer of a passed check"),
+                     features.CheckResult("failed check", False, "what the failed check needs")]
+    write_json(_config(instructor=False), [result], tmp_path / "r.json")
+    report = (tmp_path / "r.json").read_text()
+    checks = {c["name"]: c for c in json.loads(report)["steps"][0]["checks"]}
+    assert checks["passed check"]["hint"] is None and checks["passed check"]["passed"] is True
+    assert checks["failed check"]["hint"] == "what the failed check needs"
+    assert "the answer of a passed check" not in report

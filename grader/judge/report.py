@@ -85,6 +85,8 @@ def write_json(config: Config, results: list[StepResult], path: Path) -> None:
                 **({"random_shape": None, "correctness_shapes": [
                     {k: v for k, v in c.items() if k not in ("seed", "shape")} for c in result.correctness_shapes
                 ], "cubin_sha256": _hide_drawn_shape(result)} if config.instructor else {}),
+                # a check's hint states the step's answer (a value, a call): only a failed check earns it
+                "checks": [{**asdict(c), "hint": c.hint if not c.passed else None} for c in result.checks],
                 "features": result.features,
                 "passed": result.passed,
                 "timings": [

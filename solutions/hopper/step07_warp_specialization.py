@@ -159,7 +159,7 @@ def hgemm_v7(M, N, K, sm_count):
             # <<< TODO 7.7
         else:
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
-            # >>> TODO 7.8: the consumer's registers, phases and descriptors
+            # >>> TODO 7.8: the consumer's registers, ring state and descriptors
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
@@ -170,7 +170,7 @@ def hgemm_v7(M, N, K, sm_count):
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
             # <<< TODO 7.8
             while tile_scheduler.valid():
-                # >>> TODO 7.9: wait for a full stage, multiply it, release what is done
+                # >>> TODO 7.9: the K loop: multiply full stages, hand back the ones that are read
                 for k in range(K_TILES):
                     tma2mma.wait(consume.stage, consume.phase)
                     stage_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
@@ -188,7 +188,7 @@ def hgemm_v7(M, N, K, sm_count):
                         release.advance()
                     consume.advance()
                 # <<< TODO 7.9
-                # >>> TODO 7.10: drain: settle what the K loop left pending
+                # >>> TODO 7.10: before the epilogue
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if warp_id == 0:
                     if lane_id == 0:

@@ -141,8 +141,9 @@ def hgemm_v9(M, N, K, sm_count):
             if warp_id == 3:
                 tma_state = PipelineState(PIPE_DEPTH, 1)  # producer: stages start free
                 # TODO 9.6: the barrier the pair's loads complete on
-                #   A view of the tma2mma copy that the pair's loads complete on (your table), made once, outside the
-                #   loops, for TODO 9.7 (its ptr_to([s]) is the loads' mbar). API: MBarrier.remote_view(rank).
+                #   A handle on the copy of tma2mma that this CTA's loads complete on (your table), made once,
+                #   outside the loops, for TODO 9.7's mbar. API family: the barrier classes of
+                #   tvm.backend.cuda.lang.pipeline and their views of another CTA's copy (docs/tirx-facts.md).
                 todo("9.6 the barrier the pair's loads complete on")
                 if T.cuda.elect_sync():
                     while tile_scheduler.valid():
@@ -151,11 +152,10 @@ def hgemm_v9(M, N, K, sm_count):
                             mma2tma.wait(s, tma_state.phase)
                             # TODO 9.7: arm the pair's barrier; the pair's loads
                             #   At the state's stage s (mma2tma already waited on above): the barrier the MMA issuer
-                            #   waits on is armed for everything that lands there in this K tile, and this CTA's A and
-                            #   B tiles of the K tile are loaded into its Asmem[s] and Bsmem[s] as cta_group loads
-                            #   completing on the view of TODO 9.6. API: TMABar.arrive(slot, bytes), Tx.copy_async
-                            #   (dispatch, mbar, cta_group). Trap: arming with one CTA's bytes completes the phase
-                            #   before the peer's tiles have landed.
+                            #   waits on must expect exactly the bytes that land on it in this K tile, and this
+                            #   CTA's A and B tiles of the K tile go into its Asmem[s] and Bsmem[s] as loads of the
+                            #   pair, completing on TODO 9.6's barrier. API family: TMABar, Tx.copy_async. Trap: a byte
+                            #   count that differs from what lands completes the phase early (stale tiles) or never.
                             todo("9.7 arm the pair's barrier; the pair's loads")
                             tma_state.advance()
                         tile_scheduler.next_tile()
@@ -166,11 +166,10 @@ def hgemm_v9(M, N, K, sm_count):
                 mma_state = PipelineState(PIPE_DEPTH, 0)  # consumer of tma2mma
                 acc_state = PipelineState(1, 1)  # producer of the accumulator: TMEM starts free
                 # TODO 9.8: the pair's MMA loop
-                #   The MMA loop of step 8, for the pair: the MMA issuer of the data path issues the MMAs into TMEM
-                #   columns [0, MMA_N) with cta_group=CTA_GROUP, and its commits must complete the mma2tma and mma2ld
-                #   copies that each CTA's waiters wait on. A warp that runs the loop without issuing the MMAs waits
-                #   on barriers nobody completes. API: Tx.gemm_async, TCGen05Bar.arrive(slot, cta_group=...,
-                #   cta_mask=...).
+                #   The MMA loop of step 8, for the pair: the MMAs of the data path into TMEM columns [0, MMA_N),
+                #   each K tile's stage and each tile's accumulator handed on to the waiters of your table.
+                #   API family: Tx.gemm_async, TCGen05Bar (docs/tirx-facts.md). A waiter whose barrier no
+                #   commit completes hangs; one completed early reads a stage or TMEM still being written.
                 todo("9.8 the pair's MMA loop")
 
         # ---- writeback: warpgroup 0, 128 threads, thread t owns row t of this CTA ----
@@ -187,10 +186,9 @@ def hgemm_v9(M, N, K, sm_count):
                     Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, c * EPI_N:(c + 1) * EPI_N])
                     T.ptx.tcgen05.wait__ld.sync.aligned()
                     # TODO 9.9: release the accumulator to the MMA issuer
-                    #   Once per tile, after this thread's last TMEM read of the tile (this TODO sits inside the chunk
-                    #   loop), release the accumulator on the ld2mma copy that the MMA issuer waits on, with the TMEM
-                    #   reads ordered before the release. API: MBarrier.arrive(slot, remote=rank) (mapa, then
-                    #   mbarrier.arrive.shared::cluster), the tcgen05 fences.
+                    #   Once per tile, after this thread's last TMEM read of the tile (this TODO sits inside the
+                    #   chunk loop): hand the accumulator back to its waiter of your table, the TMEM reads ordered
+                    #   before the hand-back. API family: MBarrier, the tcgen05 fences (docs/tirx-facts.md).
                     todo("9.9 release the accumulator to the MMA issuer")
                     Tx.cast(Dreg_f16[:], Dreg[:])
                     # the previous TMA store must have finished reading Dsmem
@@ -212,8 +210,8 @@ def hgemm_v9(M, N, K, sm_count):
 
         # ---- teardown: both CTAs are done; warp 0 of each CTA frees the pair's TMEM ----
         # TODO 9.10: the pair is done before TMEM is freed
-        #   Before the dealloc, and before either CTA exits, nothing may still write this CTA's TMEM or arrive on its
-        #   barriers: not this CTA, and not its peer. API family: T.cuda's synchronisations.
+        #   Before the dealloc, and before this CTA exits, nothing may still write its TMEM or arrive on its
+        #   barriers. API family: T.cuda's synchronisations.
         todo("9.10 the pair is done before TMEM is freed")
         tmem_pool.dealloc()
     # fmt: on

@@ -153,29 +153,25 @@ def hgemm_v7(M, N, K, sm_count):
             todo("7.7 one producer thread fills free stages, tile after tile")
         else:
             # ---- consumer: wgmma on full stages, release them, write the tile back ----
-            # TODO 7.8: the consumer's registers, phases and descriptors
-            #   Raise this warpgroup's cap to CONSUMER_REGS (setmaxnreg); then its PipelineState `consume` (start:
-            #   your table) and a second one, `release`, for the stage it hands back: TODO 7.9 releases a stage
-            #   later than it multiplies it. Then the 128x128 fp32 accumulator (128 registers a thread) and the
-            #   wgmma descriptors. The stage is a runtime value now (the state's), so a descriptor array indexed
-            #   by it would live in local memory: encode stage 0 only, and let TODO 7.9 add stage *
-            #   STAGE_DESC_STEP (kernel_helpers.hopper).
-            todo("7.8 the consumer's registers, phases and descriptors")
+            # TODO 7.8: the consumer's registers, ring state and descriptors
+            #   Raise this warpgroup's cap to CONSUMER_REGS (setmaxnreg). Then what your K loop (TODO 7.9) needs
+            #   to know where it is in the ring, for the stages it waits on and for those it hands back (your
+            #   table; PipelineState), the 128x128 fp32 accumulator and the wgmma descriptors. The stage is a
+            #   runtime value now, and a descriptor array indexed by a runtime value lives in local memory.
+            todo("7.8 the consumer's registers, ring state and descriptors")
             while tile_scheduler.valid():
-                # TODO 7.9: wait for a full stage, multiply it, release what is done
-                #   For each K tile of this tile (exactly the producer's trip count, or one side waits forever): wait
-                #   until `consume`'s stage is full; step 6's wgmma sequence on that stage (descriptors offset by the
-                #   stage, as a uint64: T.Cast). Do not wait for every group: keep wgmma work in flight while the
-                #   next K tile is waited for (wgmma wait_group takes the number of groups that may stay pending).
-                #   Then release on mma2tma, with the arrivals of your table, the stage named by `release` whose
-                #   group is now known to be done, and advance `release`; where no group is known to be done yet,
-                #   release nothing. Advance `consume`.
-                todo("7.9 wait for a full stage, multiply it, release what is done")
-                # TODO 7.10: drain: settle what the K loop left pending
-                #   After the K loop, the accumulator must be final before the epilogue reads it, and every stage this
-                #   tile loaded must have been released to the producer exactly once: what the loop left pending is
-                #   settled here (the same release as TODO 7.9, then `release` advances).
-                todo("7.10 drain: settle what the K loop left pending")
+                # TODO 7.9: the K loop: multiply full stages, hand back the ones that are read
+                #   For each K tile of this tile (the producer's trip count, or one side waits forever): step 6's
+                #   wgmma sequence on a full stage. A stage may go back to the producer (mma2tma, the arrivals of
+                #   your table) only once no wgmma still reads it; the consumer must not stall the tensor cores
+                #   waiting for its own wgmmas either (wgmma.commit_group / wait_group). Every stage is handed
+                #   back exactly once: a stage released while a wgmma reads it gives wrong results, one never
+                #   released hangs the producer.
+                todo("7.9 the K loop: multiply full stages, hand back the ones that are read")
+                # TODO 7.10: before the epilogue
+                #   The epilogue reads the accumulator, and the producer needs every stage of this tile back: make
+                #   both true here for whatever your K loop left undone.
+                todo("7.10 before the epilogue")
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
