@@ -128,7 +128,7 @@ def hgemm_v9(M, N, K, sm_count):
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
         tma2mma.init(1)
-        # >>> TODO 9.2: the empty ring's count across the cluster
+        # >>> TODO 9.2: the empty ring's count
         mma2tma.init(CLUSTER)
         # <<< TODO 9.2
         T.ptx.fence.mbarrier_init.release.cluster()
@@ -194,7 +194,7 @@ def hgemm_v9(M, N, K, sm_count):
                     if k > 0:
                         if warp_id == 0:
                             if lane_id == 0:
-                                # >>> TODO 9.6: release the previous stage across the cluster
+                                # >>> TODO 9.6: release the previous stage
                                 for peer in T.unroll(CLUSTER):
                                     mma2tma.arrive(release.stage, remote=peer)
                                 # <<< TODO 9.6
@@ -203,7 +203,7 @@ def hgemm_v9(M, N, K, sm_count):
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if warp_id == 0:
                     if lane_id == 0:
-                        # >>> TODO 9.7: release the last stage across the cluster
+                        # >>> TODO 9.7: release the last stage
                         for peer in T.unroll(CLUSTER):
                             mma2tma.arrive(release.stage, remote=peer)
                         # <<< TODO 9.7

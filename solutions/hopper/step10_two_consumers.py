@@ -219,7 +219,7 @@ def hgemm_v10(M, N, K, sm_count):
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                # >>> TODO 10.10: each consumer stores its rows, part by part
+                # >>> TODO 10.10: each consumer stores its rows
                 for half in T.unroll(BLK_N // EPI_N):
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(0)

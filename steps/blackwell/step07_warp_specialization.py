@@ -91,10 +91,9 @@ def hgemm_v7(M, N, K, sm_count):
         pool = T.SMEMPool()
         tmem_pool = T.TMEMPool(pool, total_cols=512, cta_group=1)  # takes the address slot
         # TODO 7.1: the four barrier roles
-        #   Four barrier arrays from `pool`, before move_base_to, named tma2mma, mma2tma, mma2ld and ld2mma (their
-        #   meanings are in the table), each with one slot per thing it guards (a stage, the accumulator).
-        #   tvm.backend.cuda.lang.pipeline offers MBarrier, TMABar and TCGen05Bar (class(pool, depth)); they differ in
-        #   what their arrive() issues, so the class follows from who arrives.
+        #   Four barrier arrays from `pool`, before move_base_to, named tma2mma, mma2tma, mma2ld and ld2mma (meanings
+        #   in the table), each with one slot per thing it guards. API: the barrier classes imported above,
+        #   class(pool, depth); they differ in what their arrive() issues (docs/tirx-facts.md).
         todo("7.1 the four barrier roles")
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
@@ -108,10 +107,9 @@ def hgemm_v7(M, N, K, sm_count):
 
         # ---- barrier init (thread 0 of the CTA, outside any role branch) ----
         # TODO 7.2: arrival counts
-        #   Every barrier gets its arrival count per phase (your table) with .init(count). The init stays here,
-        #   outside every role branch: .init restricts itself to thread 0, and an init inside a branch that thread 0
-        #   never takes leaves the barrier uninitialised, so its waiters hang. A count that differs from the arrivals
-        #   per phase either never completes a phase or completes it early.
+        #   Each barrier's .init(count) with your table's count. The init stays here, outside every role branch
+        #   (.init runs on thread 0 only). A count that disagrees with the arrivals per phase hangs the waiters or
+        #   releases them early.
         todo("7.2 arrival counts")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
@@ -130,35 +128,27 @@ def hgemm_v7(M, N, K, sm_count):
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
 
         # TODO 7.3: the TMA producer: warpgroup 1, warp 3, one thread
-        #   In its branch, one thread walks every tile of tile_scheduler (valid(), next_tile()) and the K_TILES K
-        #   tiles of each, and loads A and B of each K tile through the TMA unit into a stage that is free, onto that
-        #   stage's tma2mma slot (arming it with the bytes that land, TILE_BYTES). It tracks the stage and phase with
-        #   a PipelineState(depth, phase) of tvm.backend.cuda.lang.pipeline (.stage, .phase, .advance()) that runs
-        #   across tiles; the slot of Asmem and Bsmem is the state's stage. It makes exactly the trips (tiles, K
-        #   tiles) the MMA issuer makes. API family: the barriers' wait(slot, phase) and arrive, Tx.copy_async
-        #   (dispatch, mbar = a barrier's ptr_to([slot])).
+        #   The producer role: A and B of every K tile of every tile of tile_scheduler (valid(), next_tile()) reach
+        #   Asmem and Bsmem by TMA, never into a stage a reader still needs, and the MMA issuer can tell when a stage
+        #   has landed (TILE_BYTES per K tile). Trip counts that differ from the MMA issuer's hang one of the two.
+        #   API family: PipelineState(depth, phase) (.stage, .phase, .advance()), the barriers' wait(slot, phase)
+        #   and arrive, Tx.copy_async (dispatch, mbar = a barrier's ptr_to([slot])).
         todo("7.3 the TMA producer: warpgroup 1, warp 3, one thread")
 
         # TODO 7.4: the MMA issuer: warpgroup 1, warp 0, one thread
-        #   One thread walks the same tiles and K tiles as the producer. Per tile it waits until TMEM is free for a
-        #   new accumulator; per K tile it waits until the stage has landed, multiplies it into TMEM columns [0,
-        #   BLK_N) (accumulate off for the first K tile of the tile only) and releases the stage once its MMAs have
-        #   finished; after the last K tile it hands the accumulator to the writeback. One PipelineState per barrier
-        #   ring it waits on, running across tiles. Every tcgen05 operation issued after a wait must be ordered after
-        #   it. API family: the barriers' wait and arrive (TCGen05Bar.arrive is a tcgen05.commit), Tx.gemm_async
-        #   (dispatch "tcgen05", cta_group=1), the tcgen05 fences.
+        #   The MMA role: each tile's accumulator in TMEM columns [0, BLK_N) from the K tiles the producer loads (data
+        #   path above). No MMA reads a stage before it has landed or writes TMEM the writeback still reads; the
+        #   producer refills a stage, and the writeback reads the accumulator, only once the MMAs are done with them.
+        #   API family: the barriers' wait and arrive, Tx.gemm_async (dispatch "tcgen05"), the tcgen05 fences.
         todo("7.4 the MMA issuer: warpgroup 1, warp 0, one thread")
 
         # TODO 7.5: the writeback: warpgroup 0, 128 threads, thread t owns row t
-        #   The 128 threads of warpgroup 0 walk the tiles. Per tile, once the accumulator is complete, they read it
-        #   from TMEM in BLK_N // EPI_N chunks (registers Dreg, Dreg_f16 and the view Dreg_wg of EPI_N columns, as in
-        #   step 6's store_tile; Tx.wg.copy_async, tcgen05.wait::ld), give TMEM back to the MMA issuer as soon as
-        #   their last read of the tile is done, and store each chunk through Dsmem with one TMA store to D's columns
-        #   n_st + c * EPI_N. Dsmem is rewritten per chunk (step 6's rule). The other warpgroup never takes part: a
-        #   CTA-wide barrier here would hang, so the warpgroup syncs on the named barrier WB_BARRIER
-        #   (T.cuda.warpgroup_sync). Before the teardown frees TMEM and exits, the last stores have completed. API
-        #   family: the barriers' wait and arrive, the tcgen05 fences, T.ptx.fence.proxy, T.ptx.cp.async_.bulk,
-        #   Tx.copy, Tx.copy_async.
+        #   The writeback role: each complete accumulator reaches D by the data path above, through the registers of
+        #   step 6's store_tile (Dreg, Dreg_f16, the view Dreg_wg of EPI_N columns) and Dsmem, rewritten per chunk
+        #   (step 6's rule); TMEM goes back to the MMA issuer as early as is safe. Only this warpgroup runs here: a
+        #   barrier that also waits for other threads hangs (WB_BARRIER is its named barrier id). The teardown below
+        #   frees TMEM and ends the CTA. API family: the barriers' wait and arrive, the tcgen05 fences,
+        #   T.ptx.fence.proxy, T.ptx.cp.async_.bulk, Tx.wg.copy_async, Tx.copy, Tx.copy_async, T.cuda.warpgroup_sync.
         todo("7.5 the writeback: warpgroup 0, 128 threads, thread t owns row t")
 
         # ---- teardown: every role is done; warp 0 of the CTA frees TMEM ----

@@ -88,11 +88,9 @@ def hgemm_v8(M, N, K, sm_count):
     WB_THREADS = 128  # the writeback warpgroup
     WB_BARRIER = 1  # named barrier id of the writeback warpgroup (0 is the CTA barrier)
     # TODO 8.1: as many stages as shared memory holds
-    #   PIPE_DEPTH: the number of stages the ring has, replacing step 7's 2, as many as one CTA's shared memory holds
-    #   beside everything else it allocates. Name the budget SMEM_PER_CTA (what one CTA may use) and what the rest
-    #   takes EPILOGUE_SMEM (Dsmem, and what the barriers take below the 1024-aligned tiles), and derive PIPE_DEPTH
-    #   from them and the bytes of one stage, so that a later step that changes a tile changes the depth with it.
-    #   Every PipelineState wraps at PIPE_DEPTH.
+    #   PIPE_DEPTH: the ring's depth, the most stages one CTA's shared memory holds beside everything else it
+    #   allocates, computed from the sizes so that a later step that changes a tile changes the depth with it.
+    #   Later steps reuse the names SMEM_PER_CTA (what one CTA may use) and EPILOGUE_SMEM (what is not a stage).
     todo("8.1 as many stages as shared memory holds")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))

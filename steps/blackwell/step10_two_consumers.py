@@ -71,10 +71,9 @@ def hgemm_v10(M, N, K, sm_count):
     CTA_GROUP = 2  # CTAs per cluster, and the tcgen05 cta_group
     MMA_M, MMA_N = BLK_M * CTA_GROUP, BLK_N * CTA_GROUP  # one MMA for the pair: 256 x 256
     # TODO 10.1: two consumers: what each K tile and the epilogue take, and the stages left
-    #   NUM_CONSUMER: the consumers (MMA threads, accumulators, writeback warpgroups). TILE_BYTES_ALL: the bytes one
-    #   CTA's loads bring per K tile now (the data path above). Then step 8's sizing (SMEM_PER_CTA, EPILOGUE_SMEM,
-    #   PIPE_DEPTH) for this step's stage and epilogue: PIPE_DEPTH is the most whole stages that fit beside everything
-    #   else.
+    #   NUM_CONSUMER: the consumers (MMA threads, accumulators, writeback warpgroups); TILE_BYTES_ALL: the bytes one
+    #   CTA's loads bring per K tile now (data path above); step 8's SMEM_PER_CTA, EPILOGUE_SMEM and PIPE_DEPTH for
+    #   this step's stage and epilogue.
     todo("10.1 two consumers: what each K tile and the epilogue take, and the stages left")
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, NUM_CONSUMER, BLK_M, BLK_K))
@@ -101,15 +100,13 @@ def hgemm_v10(M, N, K, sm_count):
         tma2mma = TMABar(pool, PIPE_DEPTH)
         mma2tma = TCGen05Bar(pool, PIPE_DEPTH)
         # TODO 10.2: one accumulator hand-over pair per consumer
-        #   mma2ld and ld2mma from `pool`, with the classes of step 9, for the accumulators of the consumers: slot j
-        #   belongs to consumer j.
+        #   mma2ld and ld2mma from `pool` (the table's mma2ld[j] and ld2mma[j]): each consumer's accumulator is handed
+        #   over on its own, whatever the other's is doing.
         todo("10.2 one accumulator hand-over pair per consumer")
         pool.move_base_to(1024)  # 128B-swizzled tiles must start on a 1024-byte boundary
         # TODO 10.3: the tiles in shared memory: one A tile and one Dsmem tile per consumer
-        #   Asmem (per stage, one 128x64 tile per consumer: consumer j multiplies the j-th), Bsmem (per stage, the one
-        #   tile both consumers read) and Dsmem (one writeback chunk per consumer, so the two writeback warpgroups
-        #   never share a buffer), from `pool` in that order, each with its layout above (the layouts already have
-        #   those shapes).
+        #   Asmem, Bsmem and Dsmem from `pool`, each with its layout above: Asmem[s, j], Bsmem[s] and Dsmem[j] are
+        #   what the data path above names.
         todo("10.3 the tiles in shared memory: one A tile and one Dsmem tile per consumer")
         pool.commit()
 
@@ -120,9 +117,8 @@ def hgemm_v10(M, N, K, sm_count):
         # ---- barrier init (thread 0 of each CTA, outside any role branch) ----
         tma2mma.init(1)
         # TODO 10.4: when stage s is free
-        #   mma2tma's arrival count per phase (your table); the other barriers keep step 9's counts, given around this
-        #   block. A count below the commits per phase frees a stage at its first commit, and the producer overwrites
-        #   A and B while the other consumer's MMA may still read them.
+        #   mma2tma's count (your table); the other barriers keep step 9's counts, given around this block. A count
+        #   that disagrees with the arrivals per phase hangs the producer or frees a stage while an MMA still reads it.
         todo("10.4 when stage s is free")
         mma2ld.init(1)
         ld2mma.init(WB_THREADS * CTA_GROUP)
@@ -135,34 +131,30 @@ def hgemm_v10(M, N, K, sm_count):
         T.cuda.trap_when_assert_failed(tmem_pool.addr == T.uint32(0))
 
         # TODO 10.5: the scheduler walks 512x256 cluster tiles
-        #   Step 9's scheduler and row origins for cluster tiles of NUM_CONSUMER x MMA_M rows and MMA_N columns:
-        #   tile_scheduler, m_st (this CTA's first row of A and D for consumer 0; TODOs 10.6 and 10.8 add consumer j's
-        #   offset), n_st and d_n_st, as T.meta_vars. Each consumer's MMA covers MMA_M contiguous rows of the cluster
-        #   tile: its 128 rows in CTA 0 and its 128 rows in CTA 1 together.
+        #   Step 9's tile_scheduler, m_st, n_st and d_n_st (T.meta_vars) for cluster tiles of NUM_CONSUMER x MMA_M rows
+        #   and MMA_N columns; m_st is this CTA's first row of A and D for consumer 0 (TODOs 10.6 and 10.8 add consumer
+        #   j's offset). The rows a consumer's MMA reads from both CTAs must be the rows its writebacks store.
         todo("10.5 the scheduler walks 512x256 cluster tiles")
 
         # ---- TMA producer: warpgroup 2, warp 3, one thread, in each CTA ----
         # TODO 10.6: the producer moves to warpgroup 2 and loads one A tile per consumer
-        #   Step 9's producer (TODOs 9.6 and 9.7), in warp 3 of warpgroup NUM_CONSUMER: per K tile, this CTA's A tile
-        #   of each consumer j into Asmem[s, j] and its B tile into Bsmem[s], all completing on the barrier the MMA
-        #   issuers wait on, which is armed for everything that lands there in both CTAs. API family: as in step 9;
-        #   T.unroll over the consumers.
+        #   Step 9's producer for this step's stage: every tile an MMA issuer reads (Asmem[s, j] of consumer j,
+        #   Bsmem[s]) has landed, in both CTAs, when its wait on tma2mma[s] passes, and is not refilled while an MMA
+        #   may still read it. API family: as in step 9; T.unroll over the consumers.
         todo("10.6 the producer moves to warpgroup 2 and loads one A tile per consumer")
 
         # ---- MMA issuers: warpgroup 2, warps j = 0 and 1, one thread each, in CTA 0 only ----
         # TODO 10.7: two MMA issuers, one accumulator each
-        #   Two MMA issuers in warpgroup NUM_CONSUMER of the issuing CTA (warps 0 and 1: consumer j = warp_id), each
-        #   step 9's MMA loop with its own PipelineStates on its own accumulator: A from Asmem[s, j], the shared B,
-        #   into TMEM columns [j x MMA_N, (j + 1) x MMA_N), with slot j of mma2ld and ld2mma. Both read every stage:
-        #   how each stage's release and each accumulator's hand-over reach their waiters is your table.
+        #   Step 9's MMA role for NUM_CONSUMER consumers (threads and TMEM columns: data path above): consumer j's
+        #   accumulator from Asmem[s, j] and the shared Bsmem[s] of every K tile. Both read every stage, and each
+        #   accumulator has its own writebacks: how releases and hand-overs reach their waiters is your table.
         todo("10.7 two MMA issuers, one accumulator each")
 
         # ---- writeback j: warpgroup j = 0, 1, 128 threads, thread t owns row t ----
         # TODO 10.8: two writeback warpgroups, one accumulator each
-        #   Writeback warpgroups 0 and 1 (j = wg_id): step 9's writeback for consumer j, on its accumulator's TMEM
-        #   columns, its barrier slots, Dsmem[j] and its own rows of D (this CTA's rows of consumer j). The two
-        #   warpgroups run at the same time and must not join each other's named-barrier syncs: WB_BARRIER is the
-        #   first named barrier id they may use (0 is the CTA barrier).
+        #   Step 9's writeback for each consumer j (warpgroup j: data path above): its accumulator, through Dsmem[j],
+        #   into this CTA's rows of consumer j in D. The two writeback warpgroups run at the same time; WB_BARRIER is
+        #   the first named barrier id they may use (0 is the CTA barrier).
         todo("10.8 two writeback warpgroups, one accumulator each")
 
         # ---- teardown: both CTAs are done; warp 0 of each CTA frees the pair's TMEM ----

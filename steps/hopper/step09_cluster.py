@@ -66,7 +66,7 @@ def hgemm_v9(M, N, K, sm_count):
     by CTA 0, computes a 256x256 tile from both CTAs' shared memory (A from each, B from each),
     the TMA loads of both CTAs complete on CTA 0's barrier, and the MMA's commit is multicast to
     both CTAs. Hopper has no cross-CTA MMA: each CTA multiplies its own tile, and what the
-    cluster shares is the load (TMA multicast) and the release of a stage (remote arrive).
+    cluster shares is the load of B (TMA multicast).
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -100,9 +100,8 @@ def hgemm_v9(M, N, K, sm_count):
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
         # TODO 9.1: this CTA's rank in the cluster
-        #   rank: this CTA's index inside its cluster of CLUSTER CTAs (stacked along M); it picks this CTA's
-        #   rows of the cluster tile and its half of B. T.cta_id has a cluster counterpart
-        #   (docs/tirx-facts.md); declaring it is also what makes the launch a cluster launch.
+        #   rank (the name the code below uses): this CTA's index in its cluster of CLUSTER CTAs, stacked along M.
+        #   API: the cluster counterpart of T.cta_id (docs/tirx-facts.md); it also makes the launch a cluster launch.
         todo("9.1 this CTA's rank in the cluster")
         wg_id = T.warpgroup_id([2])
         warp_id = T.warp_id_in_wg([4])
@@ -120,23 +119,22 @@ def hgemm_v9(M, N, K, sm_count):
 
         # ---- barrier init, visible to both CTAs of the cluster before first use ----
         tma2mma.init(1)
-        # TODO 9.2: the empty ring's count across the cluster
-        #   A stage of this CTA is now written partly by the peer's producer (its share of B). mma2tma's init
-        #   takes your table's count: the arrivals that one phase of one stage's empty barrier receives.
-        todo("9.2 the empty ring's count across the cluster")
+        # TODO 9.2: the empty ring's count
+        #   mma2tma.init with your table's count: the arrivals one phase of one stage's empty barrier receives in
+        #   your design. A count that disagrees with them hangs the producer or lets it refill a stage still read.
+        todo("9.2 the empty ring's count")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         # TODO 9.3: publish the barriers to the whole cluster
-        #   From here on, which threads and which copies touch this CTA's barriers and shared memory? Make the
-        #   barrier init visible to all of them before any of them starts. API: the syncs of T.cuda
-        #   (docs/tirx-facts.md).
+        #   Everything that will touch this CTA's barriers or stages must find them initialised before it starts.
+        #   API: the syncs of T.cuda (docs/tirx-facts.md).
         todo("9.3 publish the barriers to the whole cluster")
 
         # ---- tile scheduler over 256x128 cluster tiles ----
         # TODO 9.4: the scheduler over cluster tiles and this CTA's rows
         #   tile_scheduler (a ClusterPersistentScheduler2D, as in step 8) and m_st (a T.meta_var; n_st follows
-        #   below): which tiles this CTA walks and which output rows it computes, such that the B rows its
-        #   stages receive from both CTAs are the ones it multiplies. The CTAs of a cluster have consecutive bx.
+        #   below): the cluster tiles this CTA walks and the output rows it computes. The B rows its stages
+        #   receive, from either CTA, must be the ones it multiplies, and each output tile is computed once.
         todo("9.4 the scheduler over cluster tiles and this CTA's rows")
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
 
@@ -154,10 +152,9 @@ def hgemm_v9(M, N, K, sm_count):
                                           A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_auto", mbar=tma2mma.ptr_to([produce.stage]))
                             # TODO 9.5: this CTA's half of B, multicast to both CTAs
-                            #   This CTA's share of the B tile (B_PART rows), such that every CTA's Bsmem[s] ends
-                            #   up holding the whole B tile and its tma2mma[s] receives TMA_BYTES, as the arrive
-                            #   above announces. Tx.copy_async can write the shared memory of several CTAs of the
-                            #   cluster at once (docs/tirx-facts.md).
+                            #   This CTA's B_PART rows of the B tile. Afterwards every CTA's Bsmem[s] holds the
+                            #   whole B tile and its tma2mma[s] has received TMA_BYTES, as the arrive above
+                            #   announces. API: Tx.copy_async (docs/tirx-facts.md, clusters).
                             todo("9.5 this CTA's half of B, multicast to both CTAs")
                             produce.advance()
                         tile_scheduler.next_tile()
@@ -185,19 +182,19 @@ def hgemm_v9(M, N, K, sm_count):
                     if k > 0:
                         if warp_id == 0:
                             if lane_id == 0:
-                                # TODO 9.6: release the previous stage across the cluster
-                                #   Step 8's release of `release`'s stage, to the barriers your table's mma2tma
-                                #   row names (MBarrier.arrive; docs/tirx-facts.md for an arrive on another
-                                #   CTA's barrier).
-                                todo("9.6 release the previous stage across the cluster")
+                                # TODO 9.6: release the previous stage
+                                #   Step 8's release of `release`'s stage, now under the rule that a producer
+                                #   may refill a stage only after every reader of it, in either CTA, is done
+                                #   with it (your table's mma2tma row). API: MBarrier.arrive.
+                                todo("9.6 release the previous stage")
                         release.advance()
                     consume.advance()
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if warp_id == 0:
                     if lane_id == 0:
-                        # TODO 9.7: release the last stage across the cluster
-                        #   The drain's release of step 8, as in TODO 9.6.
-                        todo("9.7 release the last stage across the cluster")
+                        # TODO 9.7: release the last stage
+                        #   The drain's release of step 8, under the rule of TODO 9.6.
+                        todo("9.7 release the last stage")
                 release.advance()
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
@@ -223,7 +220,7 @@ def hgemm_v9(M, N, K, sm_count):
                 T.ptx.cp.async_.bulk.wait_group(0)
 
         # TODO 9.8: no CTA leaves while its peer may still arrive
-        #   What must hold before a CTA exits, given the traffic between the two CTAs in your design? Your
+        #   A CTA's barriers and shared memory must outlive everything aimed at them in your design. Your
         #   table's cluster-barrier row.
         todo("9.8 no CTA leaves while its peer may still arrive")
 

@@ -72,19 +72,18 @@ def hgemm_v10(M, N, K, sm_count):
     MMA_K = 16
     K_TILES = K // BLK_K
     # TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that fit beside them
-    #   Name NUM_CONSUMERS, CONSUMER_ROWS (the rows of the CTA tile each consumer owns) and EPI_N (the
-    #   columns of D one staging tile holds: fewer than BLK_N means a consumer stores its rows in parts,
-    #   one after the other); step 8's SMEM_PER_CTA, EPILOGUE_SMEM and PIPE_DEPTH for the new sizes
-    #   (every byte of staging is a byte the ring cannot have); and the setmaxnreg caps PRODUCER_REGS and
-    #   CONSUMER_REGS, now for three warpgroups in the SM's 64K registers.
+    #   NUM_CONSUMERS, CONSUMER_ROWS (the rows of the CTA tile each consumer owns), EPI_N (the columns of D
+    #   one staging tile holds); step 8's SMEM_PER_CTA, EPILOGUE_SMEM and PIPE_DEPTH for this step's sizes;
+    #   the setmaxnreg caps PRODUCER_REGS and CONSUMER_REGS for this step's warpgroups. Every staging byte
+    #   is a byte the ring cannot have, and all the caps share the SM's 64K registers.
     todo("10.1 the consumers' rows, staging tiles and registers, and the stages that fit beside them")
     EPILOGUE_BAR = 1  # the first named barrier id the consumers may use (0 is __syncthreads)
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     # TODO 10.2: a staging layout per consumer
-    #   D_layout: each consumer writes back its own rows, so each has its own CONSUMER_ROWS x EPI_N
-    #   staging tile in Dsmem, indexed by the consumer first; the same 128B-swizzled layout family.
+    #   D_layout: the layout of Dsmem (TODO 10.4), where each consumer stages its rows for its TMA stores
+    #   without touching what the other consumer stages. API: mma_shared_layout, as for A and B.
     todo("10.2 a staging layout per consumer")
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
 
@@ -100,8 +99,8 @@ def hgemm_v10(M, N, K, sm_count):
         bx = T.cta_id([sm_count])
         rank = T.cta_id_in_cluster([CLUSTER])
         # TODO 10.3: a producer and the consumer warpgroups
-        #   wg_id: warpgroup 0 stays the producer, and the code below takes every other warpgroup as a
-        #   consumer; the CTA now has one warpgroup per role.
+        #   wg_id: the code below takes warpgroup 0 as the producer and every other warpgroup as a consumer.
+        #   API: T.warpgroup_id, as before.
         todo("10.3 a producer and the consumer warpgroups")
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -114,16 +113,15 @@ def hgemm_v10(M, N, K, sm_count):
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
         # TODO 10.4: the staging buffer
-        #   Dsmem with the shape of TODO 10.2's layout.
+        #   Dsmem from `pool`, in TODO 10.2's layout.
         todo("10.4 the staging buffer")
         pool.commit()
 
         # ---- barrier init, visible to both CTAs of the cluster before first use ----
         tma2mma.init(1)
         # TODO 10.5: the empty ring's count with two consumers
-        #   Each consumer warpgroup releases a stage with the given code (one thread, on the barriers of both CTAs, as
-        #   in step 9). mma2tma's init takes your table's count: the arrivals one phase of one stage's empty barrier
-        #   receives, now that more warpgroups read each stage.
+        #   mma2tma.init with your table's count: the arrivals one phase of one stage's empty barrier receives from
+        #   the releases below. A count that disagrees with them hangs the producer or lets it refill a stage still read.
         todo("10.5 the empty ring's count with two consumers")
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
@@ -162,33 +160,32 @@ def hgemm_v10(M, N, K, sm_count):
             # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             # TODO 10.6: which consumer this warpgroup is, and its accumulator
-            #   consumer: this warpgroup's consumer index, 0 .. NUM_CONSUMERS - 1, from wg_id (T.meta_var: an expression
-            #   substituted where the name is used); acc: the registers of this consumer's CONSUMER_ROWS x BLK_N fp32
-            #   accumulator, spread over the warpgroup's 128 threads.
+            #   consumer: this warpgroup's index among the consumers, the number that picks its rows, staging tile and
+            #   barrier in TODOs 10.7-10.10 (a T.meta_var: an expression substituted where the name is used); acc: the
+            #   registers of this consumer's fp32 accumulator.
             todo("10.6 which consumer this warpgroup is, and its accumulator")
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
             # TODO 10.7: this consumer's rows of A
-            #   desc_a: this consumer multiplies its CONSUMER_ROWS rows of the A tile with the whole B tile, so its A
-            #   descriptor starts at its first row of stage 0 (desc_b is encoded below, as before).
+            #   desc_a: the A descriptor that TODO 10.9 moves to each stage; it must address the rows of A this
+            #   consumer multiplies (desc_b is encoded below, as before). API: encode_sw128_desc.
             todo("10.7 this consumer's rows of A")
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
             while tile_scheduler.valid():
                 for k in range(K_TILES):
                     tma2mma.wait(consume.stage, consume.phase)
                     # TODO 10.8: stage offsets of A and B
-                    #   a_offset and b_offset (names TODO 10.9 may use): how far the state's stage lies from stage 0,
-                    #   for each operand, in descriptor units (STAGE_DESC_STEP is one 128x64 fp16 stage, 16 KiB), as
-                    #   uint64. A stage of A and a stage of B no longer have the same size.
+                    #   a_offset and b_offset (the names TODO 10.9 uses), as uint64: how far each operand's descriptor
+                    #   moves from stage 0 to the state's stage, in descriptor units (STAGE_DESC_STEP, kernel_helpers.hopper).
                     todo("10.8 stage offsets of A and B")
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
                         # TODO 10.9: one m64n256 wgmma per K=16 slice
-                        #   This consumer's CONSUMER_ROWS x BLK_N slice, one wgmma per K=16 slice kk with the m64n256k16
-                        #   helper of kernel_helpers.hopper (the same arguments as before), on the descriptors moved to
-                        #   the state's stage. The first slice of each tile still overwrites the accumulator.
+                        #   This consumer's part of the tile for K=16 slice kk, with the m64n256k16 helper of
+                        #   kernel_helpers.hopper on the descriptors moved to the state's stage; the first slice of each
+                        #   tile overwrites the accumulator, as before.
                         todo("10.9 one m64n256 wgmma per K=16 slice")
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
@@ -208,13 +205,12 @@ def hgemm_v10(M, N, K, sm_count):
                 release.advance()
 
                 # ---- writeback: registers -> fp16 -> this consumer's staging tile -> TMA store ----
-                # TODO 10.10: each consumer stores its rows, part by part
-                #   Step 8's writeback per consumer: for each EPI_N-column part of this consumer's rows, the staging
-                #   wait, the fragments into this consumer's staging tile, the proxy fence, and one TMA store of it to D
-                #   at this consumer's rows and the part's columns, with its commit. Only this consumer's 128 threads
-                #   synchronise. Trap: a named barrier counts threads, not warpgroups: if two consumers bar.sync on one
-                #   id, it completes with a mix of both, and one consumer overwrites Dsmem too early.
-                todo("10.10 each consumer stores its rows, part by part")
+                # TODO 10.10: each consumer stores its rows
+                #   Step 8's writeback, per consumer: this consumer's rows of D, through its staging tile of TODO 10.2.
+                #   EPILOGUE_BAR is the first named barrier id the consumers may use. Trap: a named barrier completes
+                #   when its thread count has arrived, whichever threads they are; met by the wrong ones, it releases
+                #   the hand-off early and a staging tile is overwritten while still in use.
+                todo("10.10 each consumer stores its rows")
                 tile_scheduler.next_tile()
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away
