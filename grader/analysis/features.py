@@ -176,7 +176,10 @@ WARP_ROLES = Check(
     _separate_roles,
     "give each role its own branch on the warpgroup / warp id (producer, MMA, writeback)",
 )
-FOUR_STAGES = Check("A and B staged in >= 4 shared-memory buffers", _stages_at_least(4), "four stages of A and B")
+# the name states the goal, not the depth: check names stand in every report, hints only in a failed check's
+FOUR_STAGES = Check("the ring leaves the producer stages to load ahead", _stages_at_least(4),
+                    "four stages of A and B: with one wgmma group in flight the consumer holds two (the one its "
+                    "running group reads and the one it waits on next); the producer loads ahead into the others")
 
 
 def _full_ring(art: Artifacts, _: Launch) -> bool:
