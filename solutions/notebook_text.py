@@ -13,22 +13,46 @@ point at the instructions that protocol emits. It ships with the solutions and i
 
 from __future__ import annotations
 
-TEXT: dict[str, dict[str, str]] = {
-    "hopper": {
-        "4": """\
+_TMA_LOADS = """\
 The Tensor Memory Accelerator copies a whole box of a tensor between global and shared memory,
 swizzling on the way, issued by **one** thread. The thread first *arms* an mbarrier with the number
 of bytes to expect (`mbarrier.arrive.expect_tx`, 32 KiB: one 128x64 fp16 tile of A and one of B),
 then issues the two copies; the TMA engine counts bytes into the barrier as they land, and the
-barrier's phase completes when all have arrived. Every thread waits on that phase (all four warps
+barrier's phase completes when all have arrived."""
+
+_STAGE_PHASES = """
+
+Each stage has its own mbarrier and its own phase bit: with an odd number of K tiles the two
+stages are used a different number of times, so a single shared phase would be wrong."""
+
+# topics whose text is the same in both tracks
+_BOTH_TRACKS: dict[str, str] = {
+    "4-code": """\
+The synchronous `Tx.cta.copy` becomes an elected thread's
+`Tx.copy_async(..., dispatch="tma_auto", mbar=...)` with a barrier and its phase.""",
+    "5-code": "Buffers gain a stage dimension; the loop prefetches two K tiles and refills stage s after its MMA.",
+    "5-try": """\
+Set `PIPE_DEPTH = 3` in a copy of the solution: three stages of 32 KiB still fit (with Dsmem) in
+shared memory, but fewer CTAs fit per SM. In the drawn timeline above, change `stages=2` to 3 and
+`Durations(load=...)`: the waits vanish once `stages x mma >= load + mma`.""",
+    "6": """\
+On Hopper an SM holds two of this step's CTAs (2 x 97 KiB of shared memory), and keeping both
+matters: while one waits for its loads the other computes (one CTA per SM ran at 0.57x cuBLAS on an
+H100, two at 0.89x). On Blackwell every CTA allocates all of TMEM, so the grid is one CTA per SM.
+
+Barriers are initialised once per CTA and their phases carry over from tile to tile: resetting
+them for each tile is the classic bug (with an odd number of K tiles a stage ends a tile at phase 1).""",
+}
+
+TEXT: dict[str, dict[str, str]] = {
+    "hopper": {
+        **_BOTH_TRACKS,
+        "4": _TMA_LOADS + """ Every thread waits on that phase (all four warps
 issue the warpgroup-wide wgmma, so none can run a phase ahead), then the MMA reads shared memory.
 
 The epilogue goes the same way backwards: registers -> shared memory (swizzled) -> one TMA store.
 The registers that the synchronous loads of step 3 needed are free, and the loads no longer cost
 any thread's instructions.""",
-        "4-code": """\
-The synchronous `Tx.cta.copy` becomes an elected thread's
-`Tx.copy_async(..., dispatch="tma_auto", mbar=...)` with a barrier and its phase.""",
         "4-try": """\
 In a copy of `solutions/hopper/step04_tma.py`, arm the barrier with half the bytes (`TMA_BYTES // 2`):
 the phase completes when half the data has landed, so the MMA can read stale shared memory (wrong
@@ -36,22 +60,7 @@ results at random tiles), or the barrier's transaction count goes negative. With
 `make sanitize STEP=4 IMPL=...` after that change, and `make debug STEP=4` for a hang.""",
         "5": """\
 The load of a stage is issued as soon as the MMA that read it is known to be done
-(`wgmma.wait_group(0)` on Hopper, a `tcgen05.commit` barrier on Blackwell).
-
-Each stage has its own mbarrier and its own phase bit: with an odd number of K tiles the two
-stages are used a different number of times, so a single shared phase would be wrong.""",
-        "5-code": "Buffers gain a stage dimension; the loop prefetches two K tiles and refills stage s after its MMA.",
-        "5-try": """\
-Set `PIPE_DEPTH = 3` in a copy of the solution: three stages of 32 KiB still fit (with Dsmem) in
-shared memory, but fewer CTAs fit per SM. In the drawn timeline above, change `stages=2` to 3 and
-`Durations(load=...)`: the waits vanish once `stages x mma >= load + mma`.""",
-        "6": """\
-On Hopper an SM holds two of this step's CTAs (2 x 97 KiB of shared memory), and keeping both
-matters: while one waits for its loads the other computes (one CTA per SM ran at 0.57x cuBLAS on an
-H100, two at 0.89x). On Blackwell every CTA allocates all of TMEM, so the grid is one CTA per SM.
-
-Barriers are initialised once per CTA and their phases carry over from tile to tile: resetting
-them for each tile is the classic bug (with an odd number of K tiles a stage ends a tile at phase 1).""",
+(`wgmma.wait_group(0)` on Hopper, a `tcgen05.commit` barrier on Blackwell).""" + _STAGE_PHASES,
         "6-code": "A launch of `CTAS_PER_SM * sm_count` CTAs, the scheduler, and a `while` loop over tiles "
                   "around step 5's body.",
         "7": """\
@@ -121,21 +130,14 @@ kernel still builds and often passes small shapes, but at 4096^3 a consumer can 
 staging tile while the other's TMA store still reads it, and `make sanitize STEP=10` reports it.""",
     },
     "blackwell": {
-        "4": """\
-The Tensor Memory Accelerator copies a whole box of a tensor between global and shared memory,
-swizzling on the way, issued by **one** thread. That thread first *arms* an mbarrier with the number
-of bytes to expect (`mbarrier.arrive.expect_tx`, 32 KiB: one 128x64 fp16 tile of A and one of B),
-then issues the two copies; the TMA engine counts bytes into the barrier as they land, and the
-barrier's phase completes when all have arrived. On Blackwell the same thread then issues the
+        **_BOTH_TRACKS,
+        "4": _TMA_LOADS + """ On Blackwell the same thread then issues the
 `tcgen05.mma` and its commit, so it alone drives both barriers' phases, and it alone waits on them
 inside the K loop: a parity wait cannot tell phase n from phase n + 2, so a warp that arrives on
 nothing could miss a phase. The other threads wait once, at a CTA barrier after the loop.
 
 The epilogue goes the same way backwards: TMEM -> registers -> shared memory (swizzled) -> one TMA
 store. The loads no longer cost any thread's instructions.""",
-        "4-code": """\
-The synchronous `Tx.cta.copy` becomes an elected thread's
-`Tx.copy_async(..., dispatch="tma_auto", mbar=...)` with a barrier and its phase.""",
         "4-try": """\
 In a copy of `solutions/blackwell/step04_tma.py`, arm the barrier with half the bytes
 (`TILE_BYTES // 2`): the phase completes when half the data has landed, so the MMA can read stale
@@ -143,22 +145,7 @@ shared memory. `make check STEP=4 TRACK=blackwell IMPL=...` simulates the barrie
 reports the byte count that does not match what the copies deliver.""",
         "5": """\
 The load of a stage is issued as soon as the MMA that read it is known to be done (a
-`tcgen05.commit` barrier).
-
-Each stage has its own mbarrier and its own phase bit: with an odd number of K tiles the two
-stages are used a different number of times, so a single shared phase would be wrong.""",
-        "5-code": "Buffers gain a stage dimension; the loop prefetches two K tiles and refills stage s after its MMA.",
-        "5-try": """\
-Set `PIPE_DEPTH = 3` in a copy of the solution: three stages of 32 KiB still fit (with Dsmem) in
-shared memory, but fewer CTAs fit per SM. In the drawn timeline above, change `stages=2` to 3 and
-`Durations(load=...)`: the waits vanish once `stages x mma >= load + mma`.""",
-        "6": """\
-On Hopper an SM holds two of this step's CTAs (2 x 97 KiB of shared memory), and keeping both
-matters: while one waits for its loads the other computes (one CTA per SM ran at 0.57x cuBLAS on an
-H100, two at 0.89x). On Blackwell every CTA allocates all of TMEM, so the grid is one CTA per SM.
-
-Barriers are initialised once per CTA and their phases carry over from tile to tile: resetting
-them for each tile is the classic bug (with an odd number of K tiles a stage ends a tile at phase 1).""",
+`tcgen05.commit` barrier).""" + _STAGE_PHASES,
         "6-code": "A launch of `sm_count` CTAs, the scheduler, and a `while` loop over tiles around step 5's body.",
         "7": """\
 Steps 5 and 6 have one elected thread do everything in turn: issue a load, wait for it, issue the
