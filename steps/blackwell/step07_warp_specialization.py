@@ -53,10 +53,9 @@ def hgemm_v7(M, N, K, sm_count):
         back? How does the writeback warpgroup synchronise on Dsmem while the other warpgroup is
         elsewhere?
 
-    Hopper twin: solutions/hopper/step07 runs a producer/consumer role split with full/empty rings
-    on an H100. Its MMA completion is wgmma.wait_group in the consumer itself, so tcgen05.commit
-    onto barriers, the TMEM handover and the tcgen05 fences are checked here only by the build
-    (sm_100a and sm_103a) and by reading the generated code.
+    Hopper twin: solutions/hopper/step07 runs the same role split on an H100. What only Blackwell
+    has here (the MMA's completion, TMEM and its hand-over between roles) is checked only by the
+    build (sm_100a and sm_103a) and by reading the generated code.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")

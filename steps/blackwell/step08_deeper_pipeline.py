@@ -70,12 +70,9 @@ def hgemm_v8(M, N, K, sm_count):
         Teardown: writeback warp 0 waits for its last store (wait_group 0); cta_sync; warp 0 of
         the CTA (a writeback warp) frees TMEM.
 
-    Hopper twin: solutions/hopper/step08 runs this role split (a producer warpgroup and a consumer
-    warpgroup), the full/empty rings tma2mma / mma2tma with producer phase 1 and consumer phase 0,
-    the stage counter carried across tiles and the Dsmem reuse rule on an H100. Its MMA completion
-    is wgmma.wait_group in the consumer itself, so tcgen05.commit onto mma2tma and mma2ld, the TMEM
-    handover through ld2mma and the tcgen05 fences are checked here only by the build (sm_100a and
-    sm_103a) and by reading the generated code.
+    Hopper twin: solutions/hopper/step08 runs the same role split and the same ring on an H100.
+    What only Blackwell has here (the MMA's completion, TMEM and its hand-over between roles) is
+    checked only by the build (sm_100a and sm_103a) and by reading the generated code.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")

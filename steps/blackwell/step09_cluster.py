@@ -48,17 +48,15 @@ def hgemm_v9(M, N, K, sm_count):
         | mma2ld ("the pair's accumulator is complete")  | ?             | ?           | ?         | ?              |
         | ld2mma ("TMEM has been read out: free")        | ?             | ?           | ?         | ?              |
         Questions the table and the code must answer: which CTA's copy of each barrier does each
-        role use? How many bytes and arrivals complete a phase of the barrier the pair's loads
-        land on? How many arrivals must ld2mma count now? How does one commit complete a barrier
-        in both CTAs? When must the two CTAs synchronise with each other (think of a CTA that
-        arrives on its peer's barrier, or exits while its peer's MMA still writes its TMEM)?
+        role arrive on, and which copy does each waiter wait on? How many bytes and arrivals
+        complete one phase of each? For every operation that reaches into the other CTA (a load,
+        an arrive, a commit), what must already be true of the peer when it starts, and what must
+        stay true of this CTA until it is done?
         Stage, phase and accumulator rules as in step 8; the tcgen05 fences as in step 7.
 
-    Hopper twin: solutions/hopper/step09 runs a 2-CTA cluster on an H100 (cluster launch,
-    cta_id_in_cluster, cluster-wide syncs, remote mbarrier arrives onto the peer CTA); its pair
-    shares B by TMA multicast instead. The cta_group::2 MMA, its multicast tcgen05.commit,
-    cta_group::2 TMA loads and TMEM allocated per pair are checked here only by the build (sm_100a
-    and sm_103a) and by reading the generated code.
+    Hopper twin: solutions/hopper/step09 runs a 2-CTA cluster on an H100; its pair shares B by TMA
+    multicast instead of one MMA. What only Blackwell has here (the pair's MMA, its loads, TMEM per
+    pair) is checked only by the build (sm_100a and sm_103a) and by reading the generated code.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")

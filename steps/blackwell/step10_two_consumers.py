@@ -53,11 +53,10 @@ def hgemm_v10(M, N, K, sm_count):
         Stage, phase and accumulator rules as in step 8; the tcgen05 fences as in step 7;
         initialisation and teardown as in step 9.
 
-    Hopper twin: solutions/hopper/step10 runs two consumer warpgroups on an H100, each with its own
-    accumulator and Dsmem staging buffer, fed by one producer; plus step 9's cluster. The two
-    tcgen05 MMA issuers, their accumulators in two halves of TMEM, the multicast commits and the
-    cta_group::2 parts are checked here only by the build (sm_100a and sm_103a) and by reading the
-    generated code.
+    Hopper twin: solutions/hopper/step10 runs two consumer warpgroups on an H100, fed by one
+    producer, plus step 9's cluster. What only Blackwell has here (two MMA issuers and their TMEM
+    accumulators) is checked only by the build (sm_100a and sm_103a) and by reading the generated
+    code.
     """
     a_type = tvm.DataType("float16")
     d_type = tvm.DataType("float16")

@@ -55,10 +55,9 @@ def hgemm_v7(M, N, K, sm_count):
     times does each side go around the ring per tile? Which threads reach the epilogue's
     barriers, now that the producer never does?
 
-    Blackwell twin: the same tma2mma / mma2tma rings and PipelineState phases, with a TMA warp and
-    an MMA warp in one warpgroup (the MMA is issued by one thread and frees a stage by
-    tcgen05.commit) and a writeback warpgroup fed from TMEM through two more barriers; here the
-    accumulator lives in the consumer's registers, so the consumer is its own writeback.
+    Blackwell twin: the same two rings between a loading role and an MMA role; its accumulator
+    lives in TMEM, so a separate writeback role drains it. Here the accumulator lives in the
+    consumer's registers, so the consumer is its own writeback.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")

@@ -53,10 +53,9 @@ def hgemm_v8(M, N, K, sm_count):
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).
 
-    Blackwell twin: the same tma2mma / mma2tma rings and PipelineState phases, with a TMA warp and
-    an MMA warp in one warpgroup (the MMA is issued by one thread and frees a stage by
-    tcgen05.commit) and a writeback warpgroup fed from TMEM through two more barriers; here the
-    accumulator lives in the consumer's registers, so the consumer is its own writeback.
+    Blackwell twin: the same two rings between a loading role and an MMA role; its accumulator
+    lives in TMEM, so a separate writeback role drains it. Here the accumulator lives in the
+    consumer's registers, so the consumer is its own writeback.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")

@@ -47,10 +47,11 @@ def hgemm_v9(M, N, K, sm_count):
         | cluster       | ?             | ?                                    | ?                  | -              |
         | barrier (both |               |                                      |                    |                |
         | CTAs)         |               |                                      |                    |                |
-    Questions to answer first: whose consumers must be done with a stage before either producer
-    may refill it, and how many arrivals is that per phase? When may a CTA's producer first
-    multicast into its peer, or a consumer first arrive on the peer's barrier? When may a CTA
-    exit, if its peer may still arrive on its barriers? The peer's B half may land on
+    Questions to answer first: which threads, in which CTA, read a stage of this CTA, and which
+    write it? Who must be done before either producer refills it, and how many arrivals is that
+    per phase? For every operation that reaches into the other CTA (a multicast load, an arrive),
+    what must already be true of the peer when it starts, and what must stay true of this CTA
+    until it is done? The peer's B half may land on
     tma2mma[s] before this CTA's producer has armed it with expect_tx: the transaction count may
     run ahead of the arrival, and the phase cannot complete until that one arrival comes.
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
@@ -62,11 +63,9 @@ def hgemm_v9(M, N, K, sm_count):
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).
 
-    Blackwell twin: its 2-CTA cluster goes further. With cta_group=2 one MMA instruction, issued
-    by CTA 0, computes a 256x256 tile from both CTAs' shared memory (A from each, B from each),
-    the TMA loads of both CTAs complete on CTA 0's barrier, and the MMA's commit is multicast to
-    both CTAs. Hopper has no cross-CTA MMA: each CTA multiplies its own tile, and what the
-    cluster shares is the load of B (TMA multicast).
+    Blackwell twin: its 2-CTA cluster goes further: one MMA instruction computes the pair's
+    256x256 tile from both CTAs' shared memory. Hopper has no cross-CTA MMA: each CTA multiplies
+    its own tile, and what the cluster shares is the load of B.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")

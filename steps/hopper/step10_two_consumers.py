@@ -56,10 +56,8 @@ def hgemm_v10(M, N, K, sm_count):
     __launch_bounds__(384, 1) from the same attribute as before; without it ptxas ignores
     setmaxnreg (warning C7508).
 
-    Blackwell twin: two MMA warps of one warpgroup each issue a cta_group=2 MMA into their own
-    TMEM columns, and two writeback warpgroups each drain one of them, with its own Dsmem and
-    named-barrier id. Here each consumer is its own MMA issuer and writeback, and the two share the
-    B stage instead of TMEM.
+    Blackwell twin: two MMA issuers, each with its own accumulator in TMEM and its own writeback.
+    Here each consumer is its own MMA issuer and writeback, and the two share the B stage.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
