@@ -5,7 +5,6 @@ a course without them holds none of it, in its notebooks/ files or in what its n
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import sys
@@ -15,6 +14,9 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import REPO
+
+sys.path.insert(0, str(REPO / "notebooks"))
+import track_text  # noqa: E402  (notebooks/ is not a package)
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES_SEEN: set[str] = set()  # notebooks that showed at least one image
@@ -40,31 +42,19 @@ DESIGN_PHRASES = re.compile(
 WINDOW = 8  # words: a run of this many words of a withheld text found elsewhere is that text
 
 
-def _notebook_text():
-    """solutions/notebook_text.py, the text the notebooks show on each step's design (withheld with solutions/)."""
-    spec = importlib.util.spec_from_file_location("notebook_text_under_test", REPO / "solutions" / "notebook_text.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
 def _design_windows() -> set[str]:
     """Every run of WINDOW words of every withheld text (whitespace collapsed, so rewrapping does not hide it)."""
     windows = set()
-    for texts in _notebook_text().TEXT.values():
+    for texts in track_text.reference().TEXT.values():
         for text in texts.values():
-            words = _words(text)
+            words = text.split()
             windows.update(" ".join(words[i:i + WINDOW]) for i in range(max(1, len(words) - WINDOW + 1)))
     return windows
 
 
 def _design_text_in(text: str, windows: set[str]) -> list[str]:
     """The withheld design text (runs of its words, or DESIGN_PHRASES) that `text` contains."""
-    words = _words(text)
+    words = text.split()
     found = sorted({" ".join(words[i:i + WINDOW]) for i in range(len(words))} & windows)
     return found + [m.group(0) for m in DESIGN_PHRASES.finditer(text)]
 
@@ -104,7 +94,7 @@ def test_notebook_runs_top_to_bottom(path, monkeypatch):
     # with solutions/, every explain() cell renders the Hopper track's design text (this machine has no GPU
     # or a Hopper one, or the notebook's track is the GPU's: compare with that track's text)
     track = "blackwell" if any("track blackwell" in _text(out) for out in outputs) else "hopper"
-    assert _rendered(outputs) == [_notebook_text().TEXT[track][topic] for topic in _explained_topics(path)]
+    assert _rendered(outputs) == [track_text.reference().TEXT[track][topic] for topic in _explained_topics(path)]
     EXECUTED.add(path.name)
     if any("image/png" in out.get("data", {}) for out in outputs):
         FIGURES_SEEN.add(path.name)
@@ -117,7 +107,7 @@ def test_notebook_opened_for_blackwell_describes_blackwell(path, monkeypatch):
     assert "track blackwell, arch sm_100a" in shown
     assert "UTCHMMA" in shown and "tcgen05" in shown
     # the other track's diff cells show Hopper code by design; everything else describes Blackwell
-    assert _rendered(outputs) == [_notebook_text().TEXT["blackwell"][topic] for topic in _explained_topics(path)]
+    assert _rendered(outputs) == [track_text.reference().TEXT["blackwell"][topic] for topic in _explained_topics(path)]
     described = "\n".join(_rendered(outputs))
     assert described, "no explain() cell rendered"
     assert [word for word in HOPPER_ONLY if word in described] == []
@@ -188,21 +178,19 @@ def test_course_without_solutions_holds_no_step_design_in_notebooks(tmp_path):
     found = {name: hits for name, text in texts.items() if (hits := _design_text_in(text, windows))}
     assert found == {}
     # the detector itself: it finds every withheld text, and the paraphrases it was made for
-    for texts_of_track in _notebook_text().TEXT.values():
+    for texts_of_track in track_text.reference().TEXT.values():
         for topic, text in texts_of_track.items():
             assert _design_text_in(text, windows), topic
     assert _design_text_in("the producer's phase starts at 1; mma2tma[s] counts 2 arrivals", set())
 
 
 def test_explain_renders_the_design_text_with_solutions_and_one_line_without(tmp_path, monkeypatch, capsys):
-    sys.path.insert(0, str(REPO / "notebooks"))
     import IPython.display
-    import track_text
     import walkthrough
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
-    reference = _notebook_text()
+    reference = track_text.reference()
     for track in ("hopper", "blackwell"):
         for topic, text in reference.TEXT[track].items():
             walkthrough.explain(topic, track=track)
@@ -233,10 +221,7 @@ def test_every_step_has_a_heading():
 
 
 def test_every_topic_is_written_for_both_tracks():
-    sys.path.insert(0, str(REPO / "notebooks"))
-    import track_text
-
-    reference = _notebook_text()
+    reference = track_text.reference()
     assert reference.TEXT["hopper"].keys() == reference.TEXT["blackwell"].keys()
     assert reference.EMITTED["hopper"].keys() == reference.EMITTED["blackwell"].keys()
     assert track_text.EMITTED["hopper"].keys() == track_text.EMITTED["blackwell"].keys()

@@ -178,8 +178,8 @@ WARP_ROLES = Check(
 )
 # the name states the goal, not the depth: check names stand in every report, hints only in a failed check's
 FOUR_STAGES = Check("the ring leaves the producer stages to load ahead", _stages_at_least(4),
-                    "four stages of A and B: with one wgmma group in flight the consumer holds two (the one its "
-                    "running group reads and the one it waits on next); the producer loads ahead into the others")
+                    "four stages of A and B: beside the stages the MMA side still reads or waits on, the producer "
+                    "needs free ones to load ahead into")
 
 
 def _full_ring(art: Artifacts, _: Launch) -> bool:
