@@ -62,12 +62,15 @@ def hgemm_v9(M, N, K, sm_count):
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
 
-    Expect this step to be a few % slower than step 8 at these shapes (H100, 4096^3, one run:
-    step 8 0.90x cuBLAS, this step 0.86x, both with 4 stages; 0.94x and 0.91x with 6). An ablation
-    in the same run says the cluster's cost is not the multicast nor the cross-CTA release: the same
-    kernel with neither (each CTA loads all of B, empty barriers local) ran at 0.86x too. What is
-    left is launching in pairs and walking 256x128 cluster tiles; the multicast pays off in step
-    10, where the shared B tile is 256 rows and the two consumers keep the tensor cores busy.
+    On an H100 this step does not pay: 0.94-0.99x step 8's speed over the bench shapes
+    (docs/ladder-h100.md), and no tile order tried changes that (docs/measurements.md, 2026-11-25
+    third session). ncu and ablations, one interleaved run each: step 8's own code launched as
+    2-CTA clusters, nothing else changed, is already 1-8% slower than step 8 (two runs at 2048^3,
+    4096^3, 8192x4096x1024), and at 4096^3 its CTAs request 17% more L2 sectors for the same loads; the
+    multicast then does not lower the L2 sectors it was meant to save (it wins back part of the
+    launch's cost at 4096^3 only). The same holds for step 10: without the cluster it is as fast
+    or faster at every bench shape. The cluster is taught here for its protocol (a ring shared by
+    two CTAs), which the Blackwell track needs: there one cta_group=2 MMA spans both CTAs.
 
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).
