@@ -109,7 +109,9 @@ from L2 once per cluster. Since a CTA's stage is now filled partly by its peer, 
 refilled only when the consumers of **both** CTAs have released it: `mma2tma[s]` counts 2 arrivals,
 one local and one remote (`mbarrier.arrive` on the peer's barrier through a cluster address).
 Cluster-wide syncs at the start (the peer's barriers are initialised before anything reaches them)
-and at the end (no CTA exits while its peer may still arrive on its barriers) close the protocol.""",
+and at the end (no CTA exits while its peer may still arrive on its barriers) close the protocol.
+Measured on an H100, it does not pay at the course's shapes: the cluster launch alone adds more L2
+traffic than the multicast saves, and step 10 is no faster for it either (docs/measurements.md).""",
         "9-code": "A cluster launch, multicast loads of half the B tile, empty barriers counting both CTAs.",
         "9-try": """\
 Give `mma2tma` an arrival count of 1 instead of `CLUSTER` in a copy of the solution: a stage is
