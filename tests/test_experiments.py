@@ -1,0 +1,80 @@
+"""experiments/cluster_placement: every variant its run.sh times still builds from the current solutions, with
+the launch it names; a solution that no longer has a line a variant rewrites is named, not silently measured."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+
+import pytest
+
+from conftest import REPO
+from grader.analysis import instrument
+from grader.core import build
+from grader.core.steps import STEPS
+
+EXPERIMENT = REPO / "experiments" / "cluster_placement"
+sys.path.insert(0, str(EXPERIMENT))
+
+import variants  # noqa: E402
+
+
+def _timed_names() -> list[str]:
+    script = (EXPERIMENT / "run.sh").read_text()
+    return re.search(r'timed="([^"]*)"', script).group(1).split()
+
+
+def _build(name: str, folder):
+    step, path = variants.write(name, folder)
+    spec = STEPS["hopper"][step]
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    factory = getattr(module, spec.function_name)
+    rewrite = getattr(module, "cuda_rewrite", None)
+    if rewrite is None:
+        return build.build(factory, spec, (512, 512, 256), "sm_90a", 132)
+    with instrument.cuda_postproc(rewrite):
+        return build.build(factory, spec, (512, 512, 256), "sm_90a", 132)
+
+
+@pytest.mark.parametrize("name", _timed_names())
+def test_each_timed_variant_builds_with_the_launch_it_names(name, tmp_path):
+    artifacts = _build(name, tmp_path)
+    clustered = "in-clusters" in name or (not name.startswith("step8") and "no-cluster" not in name)
+    assert artifacts.cluster == ((2, 1, 1) if clustered else (1, 1, 1))
+    assert artifacts.grid == ((2, 66, 1) if "grid-2d" in name else (132, 1, 1))
+    assert ("plain_order" in artifacts.cuda_source) == ("plain-order" in name)
+    assert "HGMMA" in artifacts.sass
+
+
+def test_the_plain_order_numbers_every_sm_once():
+    """The order is C in the rewrite; the same arithmetic here must be a permutation of the 132 SMs."""
+    code = variants._PLAIN_ORDER
+    lower = re.search(r"smid < 64\) \{ int t = smid >> 1; plain_order = ([^;]+);", code).group(1)
+    upper = re.search(r"smid < 120\) \{ int t = \(smid - 64\) >> 1; plain_order = ([^;]+);", code).group(1)
+    order = []
+    for smid in range(132):
+        if smid < 64:
+            t = smid >> 1
+            order.append(eval(lower.replace("/", "//"), {"t": t, "smid": smid}))
+        elif smid < 120:
+            t = (smid - 64) >> 1
+            order.append(eval(upper.replace("/", "//"), {"t": t, "smid": smid}))
+        else:
+            order.append(smid)
+    assert sorted(order) == list(range(132))
+
+
+def test_a_solution_without_the_line_a_variant_rewrites_is_named(tmp_path, monkeypatch):
+    changed = (variants.SOLUTIONS / variants.STEP_FILES[10]).read_text().replace("cta_mask=", "mask=")
+    (tmp_path / variants.STEP_FILES[10]).write_text(changed)
+    monkeypatch.setattr(variants, "SOLUTIONS", tmp_path)
+    with pytest.raises(variants.SolutionChanged, match="cta_mask"):
+        variants.source("step10+no-cluster")
+
+
+def test_an_unknown_change_lists_the_known_ones():
+    with pytest.raises(ValueError, match="unknown change 'fast'.*in-clusters"):
+        variants.source("step9+fast")
