@@ -110,8 +110,10 @@ refilled only when the consumers of **both** CTAs have released it: `mma2tma[s]`
 one local and one remote (`mbarrier.arrive` on the peer's barrier through a cluster address).
 Cluster-wide syncs at the start (the peer's barriers are initialised before anything reaches them)
 and at the end (no CTA exits while its peer may still arrive on its barriers) close the protocol.
-Measured on an H100, it does not pay at the course's shapes: the cluster launch alone adds more L2
-traffic than the multicast saves, and step 10 is no faster for it either (docs/measurements.md).""",
+Measured on an H100, it does not pay at the course's shapes: CTAs that load the same tile at about
+the same time already send the L2 only about half of what they ask for, the multicast loads are
+combined far less, and step 9 sends the L2 more sectors than step 8; step 10 is no faster for the
+cluster either (docs/measurements.md).""",
         "9-code": "A cluster launch, multicast loads of half the B tile, empty barriers counting both CTAs.",
         "9-try": """\
 Give `mma2tma` an arrival count of 1 instead of `CLUSTER` in a copy of the solution: a stage is

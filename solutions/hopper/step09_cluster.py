@@ -63,14 +63,13 @@ def hgemm_v9(M, N, K, sm_count):
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
 
     On an H100 this step does not pay: 0.94-0.99x step 8's speed over the bench shapes
-    (docs/ladder-h100.md), and no tile order tried changes that (docs/measurements.md, 2026-11-25
-    third session). ncu and ablations, one interleaved run each: step 8's own code launched as
-    2-CTA clusters, nothing else changed, is already 1-8% slower than step 8 (two runs at 2048^3,
-    4096^3, 8192x4096x1024), and at 4096^3 its CTAs request 17% more L2 sectors for the same loads; the
-    multicast then does not lower the L2 sectors it was meant to save (it wins back part of the
-    launch's cost at 4096^3 only). The same holds for step 10: without the cluster it is as fast
-    or faster at every bench shape. The cluster is taught here for its protocol (a ring shared by
-    two CTAs), which the Blackwell track needs: there one cta_group=2 MMA spans both CTAs.
+    (docs/ladder-h100.md). ncu says why (docs/measurements.md, 2026-11-26): when CTAs load the same
+    tile at about the same time, the hardware already combines their loads, so step 8's CTAs send
+    the L2 only 54% of the sectors they ask for at 4096^3; the multicast loads are combined far less
+    (95%), and step 9 sends the L2 33% more sectors than step 8 for 25% fewer bytes asked. No tile
+    order or launch shape tried changes that. The same holds for step 10: without the cluster it is
+    as fast or faster at every bench shape. The cluster is taught here for its protocol (a ring
+    shared by two CTAs), which the Blackwell track needs: there one cta_group=2 MMA spans both CTAs.
 
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).

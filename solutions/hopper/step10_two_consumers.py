@@ -73,12 +73,13 @@ def hgemm_v10(M, N, K, sm_count):
     half-tile staging 1.000x.
 
     The cluster this step inherits from step 9 still costs on an H100: the same kernel without it
-    (CTA tiles 128x256 each loading all of B, no cluster launch) measured 1.00-1.02x cuBLAS against
-    this step's 0.95-1.02x in the same runs, 5% faster at 2048^3 and 2.5% at 8192x4096x1024
-    (docs/measurements.md, 2026-11-25 third session). The course keeps the cluster for the
-    Blackwell track's sake and for the diff from step 9. cuBLAS's kernel for these shapes also
-    runs in 2x1 clusters, yet its CTAs request no more L2 sectors than ours without a cluster
-    (ncu, 2048^3 and 4096^3), where ours request 10-43% more: why is not yet known.
+    (CTA tiles 128x256 each loading all of B, no cluster launch) measured 1.00 / 1.00 / 1.02x cuBLAS
+    against this step's 0.95 / 1.00 / 0.99x at 2048^3, 4096^3 and 8192x4096x1024 in the same run
+    (docs/measurements.md, 2026-11-26). As in step 9, the hardware combines the plain loads of CTAs
+    that share a tile better than the multicast does: at 4096^3 the kernel without the cluster sends
+    the L2 53% of the sectors it asks for, this one 92%. The course keeps the cluster for the
+    Blackwell track's sake and for the diff from step 9. cuBLAS runs this design in 2x1 clusters and
+    sends the L2 as few sectors as our kernel without one (ncu, 2048^3 and 4096^3): how is not known.
 
     Blackwell twin: two MMA warps of one warpgroup each issue a cta_group=2 MMA into their own
     TMEM columns, and two writeback warpgroups each drain one of them, with its own Dsmem and

@@ -57,8 +57,9 @@ def hgemm_v9(M, N, K, sm_count):
     Epilogue hand-off: before a tile's Dsmem writes, consumer warp 0 waits until the previous TMA
     store has read Dsmem (cp.async.bulk.wait_group.read 0), then named barrier 1.
 
-    Expect this step to be a few % slower than step 8 on an H100 (docs/ladder-h100.md): there,
-    launching in clusters costs more than the multicast saves (measured: docs/measurements.md).
+    Expect this step to be a few % slower than step 8 on an H100 (docs/ladder-h100.md): there the
+    hardware already combines the loads of CTAs that ask for the same tile at about the same time,
+    and combines them better than the multicast does (measured: docs/measurements.md).
 
     setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
     TVM emit __launch_bounds__(256, 1); without it ptxas ignores setmaxnreg (warning C7508).
