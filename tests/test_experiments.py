@@ -3,16 +3,13 @@ the launch it names; a solution that no longer has a line a variant rewrites is 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 
 import pytest
 
 from conftest import REPO
-from grader.analysis import instrument
 from grader.core import build
-from grader.core.steps import STEPS
 
 EXPERIMENT = REPO / "experiments" / "cluster_placement"
 sys.path.insert(0, str(EXPERIMENT))
@@ -26,16 +23,8 @@ def _timed_names() -> list[str]:
 
 
 def _build(name: str, folder):
-    step, path = variants.write(name, folder)
-    spec = STEPS["hopper"][step]
-    module_spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    factory = getattr(module, spec.function_name)
-    rewrite = getattr(module, "cuda_rewrite", None)
-    if rewrite is None:
-        return build.build(factory, spec, (512, 512, 256), "sm_90a", 132)
-    with instrument.cuda_postproc(rewrite):
+    spec, factory, building = variants.load(name, folder)
+    with building:
         return build.build(factory, spec, (512, 512, 256), "sm_90a", 132)
 
 

@@ -3,15 +3,14 @@ call, L2 flushed, median). Each variant's first output is checked against the fp
 variant is reported and left out of the timing. Needs a Hopper GPU.
 
     python3 experiments/cluster_placement/time_variants.py --out OUT.json --shapes 2048,4096,8k4k1k \\
-        step8 step8+in-clusters step9 [--triton]
+        step8 step8+in-clusters step9
 
-Ratio = cuBLAS time / variant time. --triton adds the seed's Triton kernel, plain and warp-specialized.
+Ratio = cuBLAS time / variant time.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import tempfile
@@ -32,28 +31,17 @@ def shape_of(text: str) -> tuple[int, int, int]:
 
 def build(name: str, folder: Path, shape, sm_count: int):
     """The variant's kernel function at `shape`, compiled (through its CUDA rewrite, if it has one)."""
-    from grader.analysis import instrument
     from grader.core import build as course_build
-    from grader.core.steps import STEPS
 
-    step, path = variants.write(name, folder)
-    spec = STEPS["hopper"][step]
-    module_spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    prim_func = course_build.make_prim_func(getattr(module, spec.function_name), spec, shape, sm_count)
-    rewrite = getattr(module, "cuda_rewrite", None)
-    if rewrite is None:
-        return course_build.compile_module(prim_func, "sm_90a")
-    with instrument.cuda_postproc(rewrite):
-        return course_build.compile_module(prim_func, "sm_90a")
+    spec, factory, building = variants.load(name, folder)
+    with building:
+        return course_build.compile_module(course_build.make_prim_func(factory, spec, shape, sm_count), "sm_90a")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--shapes", default="2048,4096,8k4k1k")
-    parser.add_argument("--triton", action="store_true")
     parser.add_argument("names", nargs="+")
     args = parser.parse_args()
 
@@ -83,12 +71,6 @@ def main() -> None:
                 print(f"{name} at {shape}: WRONG result, not timed", flush=True)
                 continue
             calls[name] = lambda kernel=kernel, out=out: kernel(a, b, out)
-        if args.triton:
-            from grader.commands import triton_seed
-            for label, warp_specialize in (("triton-seed", False), ("triton-seed-ws", True)):
-                out = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
-                triton_seed.matmul(a, b, out, warp_specialize)  # autotunes here, outside the timing
-                calls[label] = lambda out=out, ws=warp_specialize: triton_seed.matmul(a, b, out, ws)
         cublas_out = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
         calls["cublas"] = lambda: torch.matmul(a, b.T, out=cublas_out)
         ms = timing.median_ms_interleaved(calls)

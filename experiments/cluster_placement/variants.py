@@ -18,6 +18,8 @@ generated CUDA is rewritten before nvcc compiles it (grader.analysis.instrument.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,8 +129,19 @@ def source(name: str) -> tuple[int, str]:
     return step, text
 
 
-def write(name: str, folder: Path) -> tuple[int, Path]:
+def load(name: str, folder: Path):
+    """The variant written into `folder` and imported: (its StepSpec, its hgemm_vN, the context its build must run
+    in: the CUDA rewrite hooked in for a plain-order variant, nothing for the others)."""
+    from grader.analysis import instrument
+    from grader.core.steps import STEPS
+
     step, text = source(name)
     path = folder / (name.replace("+", "__").replace("-", "_") + ".py")
     path.write_text(text)
-    return step, path
+    module_spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    spec = STEPS["hopper"][step]
+    rewrite = getattr(module, "cuda_rewrite", None)
+    building = instrument.cuda_postproc(rewrite) if rewrite else contextlib.nullcontext()
+    return spec, getattr(module, spec.function_name), building
