@@ -65,9 +65,15 @@ def compare(out: torch.Tensor, ref: torch.Tensor) -> Verdict:
 
 
 def _per_tile(mask: torch.Tensor, reduce) -> torch.Tensor:
+    """`reduce` (torch.any or torch.all) over each 128x128 output tile; the tiles of a ragged edge are
+    padded with the value that leaves the reduction to their real elements."""
     rows, cols = mask.shape
-    tiles = mask.reshape(-1, OUTPUT_TILE, cols // OUTPUT_TILE, OUTPUT_TILE).permute(0, 2, 1, 3)
-    return reduce(tiles.reshape(rows // OUTPUT_TILE, cols // OUTPUT_TILE, -1), dim=-1)
+    tile_rows, tile_cols = -(-rows // OUTPUT_TILE), -(-cols // OUTPUT_TILE)
+    padded = torch.full((tile_rows * OUTPUT_TILE, tile_cols * OUTPUT_TILE), reduce is torch.all,
+                        dtype=torch.bool, device=mask.device)
+    padded[:rows, :cols] = mask
+    tiles = padded.reshape(tile_rows, OUTPUT_TILE, tile_cols, OUTPUT_TILE).permute(0, 2, 1, 3)
+    return reduce(tiles.reshape(tile_rows, tile_cols, -1), dim=-1)
 
 
 def _explain(fraction, wrong_tiles, unwritten, grid) -> str:

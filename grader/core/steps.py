@@ -17,12 +17,14 @@ DEFAULT_SM_COUNT = {"sm_100a": 148, "sm_103a": 148, "sm_90a": 132}
 
 @dataclass(frozen=True)
 class ShapeRule:
-    """The shapes a step supports: fixed M and N (single-tile steps) or multiples of the tile."""
+    """The shapes a step supports: fixed M and N (single-tile steps), multiples of the tile, or (ragged
+    steps) any M with N and K multiples of 8, the 16-byte row stride a TMA descriptor needs."""
 
     tile: Shape
     fixed_m: int | None = None
     fixed_n: int | None = None
     fixed_k: int | None = None
+    ragged: bool = False  # the tile is then the multiple TMA needs, not the kernel's tile
 
     def violation(self, shape: Shape) -> str | None:
         for name, value, fixed, multiple in zip(
@@ -30,8 +32,12 @@ class ShapeRule:
         ):
             if fixed is not None and value != fixed:
                 return f"{name}={value}, but this step supports only {name}={fixed}"
-            if value <= 0 or value % multiple:
-                return f"{name}={value} is not a positive multiple of {multiple}"
+            if value <= 0:
+                return f"{name}={value}: a matrix needs at least one row and one column"
+            if value % multiple:
+                why = (f" (a TMA descriptor's rows must be a multiple of 16 bytes: {multiple} fp16)"
+                       if self.ragged else "")
+                return f"{name}={value} is not a positive multiple of {multiple}{why}"
         return None
 
 
@@ -116,6 +122,24 @@ def _cluster_step(number: int, topic: str, tile_m: int, tile_n: int) -> StepSpec
     )
 
 
+# Steps 11-12 take any M, and N and K multiples of 8. Their correctness shapes: one row; M and N
+# ragged by a few rows and columns, with K = 8 (less than one K tile) and K % 64 != 0; primes for M;
+# 1000 tokens; one cluster tile hanging over every edge; a K-heavy shape whose few tiles leave most
+# SMs idle, and an LLM layer at 256 tokens: there step 12 splits each tile's K range over several
+# CTAs; and more tiles than clusters with ragged edges on all sides.
+RAGGED_RULE = ShapeRule((1, 8, 8), ragged=True)
+_RAGGED_SHAPES = (
+    (1, 8, 8),
+    (7, 264, 72),
+    (131, 520, 200),
+    (1000, 1000, 1000),
+    (257, 264, 4104),
+    (256, 4096, 4096),
+    (4093, 2056, 568),
+)
+_MODEL_TIMING = ((256, 4096, 4096), (1000, 4096, 4096))
+
+
 # From step 9 on, the unit of work is a cluster tile, and its size is the track's design:
 # Blackwell: a CTA pair computes 256x256 (cta_group=2), and 512x256 with two MMA consumers.
 # Hopper: a CTA pair along M shares (multicasts) B: 256x128, then 256x256 with 128x256 CTA tiles.
@@ -129,6 +153,11 @@ STEPS: dict[str, dict[int, StepSpec]] = {
         for spec in _COMMON + (_cluster_step(9, "cluster", 256, 128), _cluster_step(10, "two_consumers", 256, 256))
     },
 }
+for _track in TRACKS:
+    STEPS[_track][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
+                                 takes_sm_count=True)
+    STEPS[_track][12] = StepSpec(12, "stream_k", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
+                                 takes_sm_count=True)
 
 # Pass rule without a reference solution to compare with: the step's speed must reach this share
 # of cuBLAS (same run, same inputs) at every timing shape. Steps 1-3 are slow by design (one CTA,

@@ -1,0 +1,128 @@
+"""Correctness, determinism and speed of the Hopper steps 10-12 at given shapes, one interleaved run per shape.
+
+python experiments/every_shape/check_and_time.py --steps 10,11,12 --shapes 256x4096x4096,1000x1000x1000 [--json OUT]
+    [--plans dp256,dp128,dp64,sk256,sk128]
+
+--plans adds step 12 built with other decompositions than its own choice (dpW: whole tiles W columns
+wide; skW: stream-K over W-wide tiles), timed in the same run.
+
+Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
+and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
+twice more, and its two outputs must be the same bits and its locks zero again; then all of them
+and cuBLAS are timed in one interleaved run (the grader's timing: L2 flushed, median).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from types import SimpleNamespace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from grader.analysis import diagnosis, timing  # noqa: E402
+from grader.core import build  # noqa: E402
+from grader.core.steps import STEPS, format_shape  # noqa: E402
+
+
+def scratch_for(prim_func) -> list[torch.Tensor]:
+    """Zeroed tensors for the kernel's parameters after A, B and D (its workspace and locks)."""
+    tensors = []
+    for param in prim_func.params[3:]:
+        buffer = param.ty
+        tensors.append(torch.zeros([int(x) for x in buffer.shape], dtype=getattr(torch, str(buffer.dtype)),
+                                   device="cuda"))
+    return tensors
+
+
+def forced_plan(module, name: str, shape, sm_count: int):
+    """A Decomposition of step 12's module named dpW or skW."""
+    m, n, k = shape
+    width = int(name[2:])
+    clusters, k_tiles = sm_count // 2, -(-k // module.BLK_K)
+    tiles = -(-m // module.CLUSTER_M) * -(-n // width)
+    if name.startswith("dp"):
+        return module.Decomposition(width, tiles, k_tiles, clusters, 0, 0)
+    return module.stream_k(width, tiles, k_tiles, clusters)
+
+
+def load(step: int, shape, sm_count: int, impl: Path, plan_name: str | None = None):
+    spec = STEPS["hopper"][step]
+    factory = build.kernel_factory(impl, "hopper", spec)
+    if plan_name:
+        plan = forced_plan(SimpleNamespace(**factory.__globals__), plan_name, shape, sm_count)
+        prim_func = factory(*shape, sm_count, plan=plan)
+    else:
+        prim_func = build.make_prim_func(factory, spec, shape, sm_count)
+    executable = build.compile_module(prim_func, "sm_90a")
+    scratch = scratch_for(prim_func)
+    return (lambda a, b, d: executable(a, b, d, *scratch)), scratch
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", default="10,11,12")
+    parser.add_argument("--shapes", required=True)
+    parser.add_argument("--impl", default=str(REPO / "solutions"))
+    parser.add_argument("--json")
+    parser.add_argument("--no-time", action="store_true")
+    parser.add_argument("--plans", default="")
+    args = parser.parse_args()
+    sm_count = torch.cuda.get_device_properties(0).multi_processor_count
+    steps = [int(s) for s in args.steps.split(",")]
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
+    rows = []
+    for shape in shapes:
+        row = {"shape": format_shape(shape), "checks": {}, "ms": {}}
+        kernels = {}
+        variants = [(step, None) for step in steps] + [(12, name) for name in args.plans.split(",") if name]
+        for step, plan_name in variants:
+            if STEPS["hopper"][step].shapes.violation(shape):
+                continue
+            label = f"step{step}" + (f"-{plan_name}" if plan_name else "")
+            t0 = time.time()
+            kernel, scratch = load(step, shape, sm_count, Path(args.impl), plan_name)
+            a, b = diagnosis.random_inputs(shape, 1234)
+            ref = diagnosis.reference(a, b)
+            outs = []
+            for _ in range(2 if scratch else 1):
+                d = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.float16, device="cuda")
+                kernel(a, b, d)
+                torch.cuda.synchronize()
+                outs.append(d)
+            verdict = diagnosis.compare(outs[0], ref)
+            check = {"passed": verdict.passed, "build_s": round(time.time() - t0, 1)}
+            if not verdict.passed:
+                check["detail"] = str(verdict)[:300]
+            if scratch:
+                check["same_bits"] = bool(torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)))
+                check["locks_zero"] = bool((scratch[-1] == 0).all().item())
+            row["checks"][label] = check
+            print(format_shape(shape), label, check, flush=True)
+            if verdict.passed:
+                kernels[label] = kernel
+        if kernels and not args.no_time:
+            a, b = diagnosis.random_inputs(shape, 99)
+            d = {name: torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda") for name in kernels}
+            calls = {name: (lambda k=k, o=d[name]: k(a, b, o)) for name, k in kernels.items()}
+            d_cublas = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
+            calls["cublas"] = lambda: torch.matmul(a, b.T, out=d_cublas)
+            ms = timing.median_ms_interleaved(calls)
+            row["ms"] = ms
+            ratios = {name: round(ms["cublas"] / t, 3) for name, t in ms.items() if name != "cublas"}
+            row["vs_cublas"] = ratios
+            print(format_shape(shape), "cublas %.4f ms" % ms["cublas"], ratios, flush=True)
+        rows.append(row)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,380 @@
+"""Step 12 (Hopper): a decomposition that fills the GPU.
+
+Step 11 gives each cluster whole 256x256 tiles. Where the tiles are fewer than the clusters (256
+tokens through a 4096-wide layer: 16 tiles for 66 clusters), or leave the last wave mostly empty,
+most SMs idle. Here the unit of work is (cluster tile, range of K tiles): the host picks, per shape,
+how the tiles' K iterations are dealt to the clusters (`plan_decomposition`), and clusters that
+share a tile add their partial sums through an fp32 workspace in global memory.
+"""
+
+import dataclasses
+
+import tvm
+from tvm.backend.cuda.lang.pipeline import MBarrier, PipelineState, TMABar
+from tvm.backend.cuda.lang.tile_scheduler import ClusterPersistentScheduler2D
+from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
+
+CLUSTER_M = 256  # rows of D one cluster computes per unit: two CTAs of 128
+TILE_WIDTHS = (256, 128, 64)  # the columns a cluster tile may have, widest (fewest bytes per FLOP) first
+BLK_K = 64
+MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
+WHOLE_TILES_FILL = 0.85  # whole tiles are dealt when they keep this share of the clusters busy
+
+
+@dataclasses.dataclass(frozen=True)
+class Decomposition:
+    """How the K iterations of every tile are dealt to the persistent clusters.
+
+    The tiles (in the scheduler's L2-grouped order) split in two: the first `sk_tiles` are
+    stream-K tiles, whose sk_tiles * k_tiles iterations are cut into `sk_units` contiguous ranges,
+    one per cluster 0..sk_units-1 (the first `extra` ranges one iteration longer); the rest are
+    data-parallel tiles, dealt whole, round robin, to all clusters after their range. Split-K is
+    the case where the ranges fall on equal parts of each tile; data-parallel the case sk_tiles = 0.
+    """
+
+    tile_n: int  # columns of a cluster tile
+    tiles: int
+    k_tiles: int
+    clusters: int
+    sk_tiles: int
+    sk_units: int
+
+    @property
+    def iterations_per_unit(self) -> int:
+        return self.sk_tiles * self.k_tiles // self.sk_units if self.sk_units else 0
+
+    @property
+    def extra(self) -> int:
+        return self.sk_tiles * self.k_tiles % self.sk_units if self.sk_units else 0
+
+    @property
+    def kind(self) -> str:
+        if self.sk_tiles == 0:
+            return "data-parallel"
+        if self.sk_units % self.sk_tiles == 0 and self.extra == 0:
+            return f"split-K x{self.sk_units // self.sk_tiles}"
+        return "stream-K"
+
+
+def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
+    """The host's choice for one shape.
+
+    The widest tile whose whole tiles keep WHOLE_TILES_FILL of the clusters busy over their waves
+    is dealt data-parallel (as cuBLAS fills the GPU at small M with narrower tiles). Where no width
+    does, the widest tile goes stream-K (after CUTLASS's sm90 heuristic): the last partial wave and
+    one full wave before it (none if there is none) are cut into one K range per cluster, so every
+    cluster ends with the same number of iterations; a range keeps at least MIN_K_TILES_PER_UNIT.
+    """
+    clusters = sm_count // 2
+    k_tiles = -(-K // BLK_K)
+    for tile_n in TILE_WIDTHS:
+        tiles = -(-M // CLUSTER_M) * -(-N // tile_n)
+        waves = -(-tiles // clusters)
+        if tiles / (waves * clusters) >= WHOLE_TILES_FILL:
+            return Decomposition(tile_n, tiles, k_tiles, clusters, 0, 0)
+    tile_n = TILE_WIDTHS[0]
+    tiles = -(-M // CLUSTER_M) * -(-N // tile_n)
+    return stream_k(tile_n, tiles, k_tiles, clusters)
+
+
+def stream_k(tile_n: int, tiles: int, k_tiles: int, clusters: int) -> Decomposition:
+    """The last partial wave and one full wave before it (if any) as stream-K over all clusters."""
+    full_waves, tail = divmod(tiles, clusters)
+    whole_tiles = Decomposition(tile_n, tiles, k_tiles, clusters, 0, 0)
+    if tail == 0:
+        return whole_tiles
+    sk_tiles = tail + (clusters if full_waves >= 1 else 0)
+    sk_units = min(clusters, sk_tiles * k_tiles // MIN_K_TILES_PER_UNIT)
+    if full_waves >= 1 and sk_units < clusters:  # clusters without a unit would idle while the rest catch up
+        return whole_tiles
+    if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
+        return whole_tiles
+    return Decomposition(tile_n, tiles, k_tiles, clusters, sk_tiles, sk_units)
+
+
+@T.meta_class
+class WorkUnits:
+    """The persistent loop over one cluster's work: (tile, k_begin, k_end) segments.
+
+    A stream-K cluster walks its iteration range backwards, tile by tile: first the start of its
+    last tile (a partial sum that waits on nobody), last the end of its first tile (the tile's final
+    split, which waits for the clusters before it). Then its data-parallel tiles, whole.
+    """
+
+    def __init__(self, plan: Decomposition, tile_order: ClusterPersistentScheduler2D):
+        self.plan = plan
+        self.tile_order = tile_order  # maps a tile's index to its (m_idx, n_idx)
+        self.tile = T.local_scalar("int32")
+        self.k_begin = T.local_scalar("int32")
+        self.k_end = T.local_scalar("int32")
+        self.cursor = T.local_scalar("int32")  # the iteration before which the next segment ends
+        self.range_begin = T.local_scalar("int32")
+
+    @T.inline
+    def _segment_ending_at(self, cursor):
+        K_TILES = T.meta_var(self.plan.k_tiles)
+        self.tile = (cursor - 1) // K_TILES
+        self.k_begin = T.max(self.tile * K_TILES, self.range_begin) - self.tile * K_TILES
+        self.k_end = cursor - self.tile * K_TILES
+        self.cursor = self.tile * K_TILES + self.k_begin
+        self.tile_order.update_current_m_n_idx(self.tile)
+
+    @T.inline
+    def _data_parallel(self, tile):
+        self.tile = tile  # `tile` may read self.tile: use only self.tile below
+        self.k_begin = 0
+        self.k_end = self.plan.k_tiles
+        self.cursor = -1
+        self.tile_order.update_current_m_n_idx(self.tile)
+
+    @T.inline
+    def init(self, cluster):
+        IPU = T.meta_var(self.plan.iterations_per_unit)
+        EXTRA = T.meta_var(self.plan.extra)
+        self.range_begin = cluster * IPU + T.min(cluster, EXTRA)
+        if cluster < self.plan.sk_units:
+            self._segment_ending_at(self.range_begin + IPU + T.Select(cluster < EXTRA, 1, 0))
+        else:
+            self._data_parallel(self.plan.sk_tiles + cluster)
+
+    @T.inline
+    def next(self, cluster):
+        if self.cursor > self.range_begin:
+            self._segment_ending_at(self.cursor)
+        elif self.cursor >= 0:  # the stream-K range is done
+            self._data_parallel(self.plan.sk_tiles + cluster)
+        else:
+            self._data_parallel(self.tile + self.plan.clusters)
+
+    def valid(self):
+        return self.tile < self.plan.tiles
+
+    def first_unit(self):
+        """The cluster whose range holds this tile's first iteration."""
+        IPU, EXTRA = self.plan.iterations_per_unit, self.plan.extra
+        if IPU == 0:  # no stream-K tiles: every tile is its own first and final split
+            return self.plan.clusters
+        first = self.tile * self.plan.k_tiles
+        return T.Select(first < EXTRA * (IPU + 1), first // (IPU + 1), EXTRA + (first - EXTRA * (IPU + 1)) // IPU)
+
+
+def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
+    """D = A @ B^T for any M and N, K multiples of 8, with the K iterations dealt to fill the GPU.
+
+    PLACEHOLDER
+
+    `plan` replaces the host's choice (plan_decomposition): experiments/every_shape times the others.
+    """
+    a_type = tvm.DataType("float16")
+    b_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+
+    plan = plan or plan_decomposition(M, N, K, sm_count)
+    BLK_M, BLK_N = 128, plan.tile_n
+    CLUSTER = 2  # CTAs per cluster, stacked along M
+    B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
+    MMA_K = 16
+    K_TILES = plan.k_tiles
+    # >>> TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that fit beside them
+    NUM_CONSUMERS = 2
+    CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
+    EPI_N = min(BLK_N, 128)  # columns per TMA store: each consumer writes its 64xBLK_N rows in pieces
+    SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
+    EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * EPI_N * 2 + 1024  # two staging tiles, and the barriers
+    PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
+    PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
+    # <<< TODO 10.1
+    EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
+    B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    # >>> TODO 10.2: a staging layout per consumer
+    D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
+    # <<< TODO 10.2
+    TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
+    ACC = CONSUMER_ROWS * BLK_N // 128  # accumulator registers per consumer thread
+    # a partial sum per stream-K cluster (it has at most one: the start of its last tile), per CTA and
+    # consumer, stored register-major so that a warp's 32 stores of one register are 128 contiguous bytes
+    PARTIAL_SLOTS = max(plan.sk_units, 1)
+    # per stream-K tile, CTA and consumer: how many of the tile's K tiles are in the workspace
+    LOCKS = max(plan.sk_tiles * CLUSTER * NUM_CONSUMERS, 1)
+
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), a_type),
+        B: T.Buffer((N, K), b_type),
+        D: T.Buffer((M, N), d_type),
+        partials: T.Buffer((PARTIAL_SLOTS, CLUSTER, NUM_CONSUMERS, ACC, 128), acc_type),
+        locks: T.Buffer((LOCKS,), "int32"),
+    ):
+        # fmt: off
+        T.device_entry()
+        T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
+        bx = T.cta_id([sm_count])
+        rank = T.cta_id_in_cluster([CLUSTER])
+        # >>> TODO 10.3: a producer and the consumer warpgroups
+        wg_id = T.warpgroup_id([1 + NUM_CONSUMERS])
+        # <<< TODO 10.3
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: the two barrier rings, then the 128B-swizzled tiles ----
+        pool = T.SMEMPool()
+        tma2mma = TMABar(pool, PIPE_DEPTH)
+        mma2tma = MBarrier(pool, PIPE_DEPTH)
+        pool.move_base_to(1024)
+        Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
+        # >>> TODO 10.4: the staging buffer
+        Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+        # <<< TODO 10.4
+        pool.commit()
+
+        # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
+        tma2mma.init(1)
+        # >>> TODO 10.5: the empty ring's count with two consumers
+        mma2tma.init(CLUSTER * NUM_CONSUMERS)
+        # <<< TODO 10.5
+        T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.cuda.cluster_sync()
+
+        # ---- work units over 256x256 cluster tiles: both CTAs of a cluster get the same ----
+        cluster = T.meta_var(bx // CLUSTER)
+        tile_order = ClusterPersistentScheduler2D(
+            "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),
+            l2_group_size=8, num_clusters=sm_count // CLUSTER)
+        work = WorkUnits(plan, tile_order)
+        work.init(cluster)
+        m_st = T.meta_var(tile_order.m_idx * (CLUSTER * BLK_M) + rank * BLK_M)
+        n_st = T.meta_var(tile_order.n_idx * BLK_N)
+
+        if wg_id == 0:
+            # ---- producer: registers go to the consumer; one thread issues every TMA ----
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    produce = PipelineState(PIPE_DEPTH, 1)  # stages start empty: first waits pass
+                    while work.valid():
+                        for k in range(work.k_begin, work.k_end):
+                            mma2tma.wait(produce.stage, produce.phase)
+                            tma2mma.arrive(produce.stage, TMA_BYTES)
+                            Tx.copy_async(Asmem[produce.stage, :, :],
+                                          A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
+                            # this CTA's half of the B tile, written into both CTAs' stage
+                            Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
+                                          B[n_st + rank * B_PART:n_st + (rank + 1) * B_PART,
+                                            k * BLK_K:(k + 1) * BLK_K],
+                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
+                                          cta_mask=(1 << CLUSTER) - 1)
+                            produce.advance()
+                        work.next(cluster)
+        else:
+            # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
+            # >>> TODO 10.6: which consumer this warpgroup is, and its accumulator
+            consumer = T.meta_var(wg_id - 1)
+            acc = T.alloc_local((CONSUMER_ROWS * BLK_N // 128,), acc_type)
+            # <<< TODO 10.6
+            consume = PipelineState(PIPE_DEPTH, 0)
+            release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
+            desc_a = T.alloc_local((1,), "uint64")
+            desc_b = T.alloc_local((1,), "uint64")
+            # >>> TODO 10.7: this consumer's rows of A
+            encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, consumer * CONSUMER_ROWS, 0]))
+            # <<< TODO 10.7
+            encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
+            thread = T.meta_var(warp_id * 32 + lane_id)
+            lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS + consumer)
+            seen = T.alloc_local((1,), "int32")
+            while work.valid():
+                for k in range(work.k_begin, work.k_end):
+                    tma2mma.wait(consume.stage, consume.phase)
+                    # >>> TODO 10.8: stage offsets of A and B
+                    a_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
+                    b_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_N // 128)))
+                    # <<< TODO 10.8
+                    T.ptx.wgmma.fence.sync.aligned()
+                    for kk in T.unroll(BLK_K // MMA_K):
+                        # >>> TODO 10.9: one m64n256 wgmma per K=16 slice
+                        wgmma_64xNx16(acc, desc_a[0] + a_offset, desc_b[0] + b_offset, kk,
+                                      (k - work.k_begin) * (BLK_K // MMA_K) + kk != 0, BLK_N)
+                        # <<< TODO 10.9
+                    T.ptx.wgmma.commit_group.sync.aligned()
+                    # every group but the one just issued is done: the previous stage is free
+                    T.ptx.wgmma.wait_group.sync.aligned(1)
+                    if k > work.k_begin:
+                        if warp_id == 0:
+                            if lane_id == 0:
+                                for peer in T.unroll(CLUSTER):
+                                    mma2tma.arrive(release.stage, remote=peer)
+                        release.advance()
+                    consume.advance()
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if warp_id == 0:
+                    if lane_id == 0:
+                        for peer in T.unroll(CLUSTER):
+                            mma2tma.arrive(release.stage, remote=peer)
+                release.advance()
+
+                if work.k_end < K_TILES:
+                    # ---- not the tile's last K tiles: leave the partial sum for the tile's final split ----
+                    for i in T.unroll(ACC):
+                        partials[cluster, rank, consumer, i, thread] = acc[i]
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if lane_id == 0:
+                            T.cuda.thread_fence()  # every thread's stores, seen by the GPU before the count
+                            T.evaluate(T.cuda.atomic_add(locks.ptr_to([lock_index]), work.k_end - work.k_begin))
+                    work.next(cluster)
+                    continue
+                if work.k_begin > 0:
+                    # ---- the tile's final split: wait for K tiles 0..k_begin, add them in K order ----
+                    if warp_id == 0:
+                        if lane_id == 0:
+                            seen[0] = -1
+                            while seen[0] != work.k_begin:
+                                T.ptx.ld.acquire.gpu.global_.b32(seen[0], locks.ptr_to([lock_index]))
+                            locks[lock_index] = 0  # no one else touches it again: zero for the next launch
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for unit in range(work.first_unit(), cluster):
+                        for i in T.unroll(ACC):
+                            acc[i] = acc[i] + partials[unit, rank, consumer, i, thread]
+
+                # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
+                # the previous tile's TMA store must have finished reading Dsmem
+                # >>> TODO 10.10: each consumer stores its rows
+                for half in T.unroll(BLK_N // EPI_N):
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for i in T.unroll(EPI_N // 2):
+                        Dsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                            acc[half * (EPI_N // 2) + i], d_type)
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
+                            for part in T.unroll(EPI_N // 64):
+                                col = T.meta_var(n_st + half * EPI_N + part * 64)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
+                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+                # <<< TODO 10.10
+                work.next(cluster)
+
+            # the last TMA store must finish before the CTA (and its shared memory) goes away
+            if warp_id == 0:
+                T.ptx.cp.async_.bulk.wait_group(0)
+
+        # no CTA leaves while its peer may still arrive on its barriers
+        T.cuda.cluster_sync()
+
+    return kernel
