@@ -250,6 +250,10 @@ MULTICAST_TMA = Check(
 WGMMA_256 = Check(
     "wgmma m64n256k16 (HGMMA.64x256x16)", _sass(r"\bHGMMA\.64x256x16\.F32"), "issue wgmma_64x256x16 per consumer"
 )
+WGMMA_PER_SHAPE = Check(
+    "wgmma m64nNk16 with N = 64, 128 or 256 (HGMMA.64xNx16)", _sass(r"\bHGMMA\.64x(64|128|256)x16\.F32"),
+    "issue wgmma_64xNx16 per consumer, N the tile width the host chose for the shape",
+)
 TWO_CONSUMERS = Check(
     "wgmmas issued by two consumer warpgroups",
     _two_consumer_warpgroups,
@@ -263,6 +267,9 @@ CHECKS["hopper"].update(
         8: [WGMMA] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_256],
         9: [WGMMA] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, MULTICAST_TMA],
         10: [WGMMA_256] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS],
+        11: [WGMMA_256] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS],
+        # step 12 picks the tile width per shape: its wgmma is m64n64, m64n128 or m64n256
+        12: [WGMMA_PER_SHAPE] + _HOPPER_SPECIALIZED + [THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS],
     }
 )
 
@@ -419,8 +426,8 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
     if step >= 4:
         checks += [TMA_EVERY_OPERAND, EVERY_K_TILE_LOADED, STORE_FENCE, ONE_TMA_ISSUER, ONE_EXPECT_TX, ONE_TMA_STORER,
                    STORE_WAITED]
-    if step >= 6:
-        checks += [STAGING_REUSE, TILE_STRIDE, TILE_FOLLOWED]
+    if step >= 6:  # step 12 walks its own work units: (tile, K range), not tiles strided by the grid
+        checks += [STAGING_REUSE, TILE_FOLLOWED] + ([TILE_STRIDE] if step != 12 else [])
     if track == "blackwell" and step >= 7:
         checks.append(TMEM_HANDBACK_FENCE)
     if track == "blackwell":

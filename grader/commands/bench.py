@@ -7,7 +7,11 @@ the fp32 reference: a fast wrong kernel is reported as wrong, not as fast.
 The seed's Triton kernel (grader/commands/triton_seed.py: a persistent TMA GEMM, autotuned per shape before
 timing) is timed in the same run, plain and warp-specialized, as rows "triton-seed" and "triton-seed-ws";
 where Triton cannot run them the rows are absent and the table says why.
-Writes OUT.md (table), OUT.json and OUT.png (TFLOP/s per step, cuBLAS as a line per shape).
+Two tables: the squares (every step), and the linear layers of two public LLM families at 128 to 8192
+tokens (steps 8 and 10, the steps after 10, cuBLAS and the Triton seed), `--table` picks one or both,
+`--tokens` some token counts of the second (so a long run can be split).
+Writes OUT.md (tables), OUT.json and OUT.png (TFLOP/s per step on the squares, cuBLAS as a line per
+shape; share of cuBLAS per layer).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -32,9 +37,32 @@ BENCH_SHAPES: tuple[Shape, ...] = (
 )
 
 
+# (name, N, K) of D = A @ W^T for each linear layer: W is (out features, in features); q, k and v
+# projections fused, gate and up fused, as inference engines run them.
+MODEL_LAYERS: tuple[tuple[str, int, int], ...] = (
+    ("Llama-3-8B qkv", 6144, 4096),
+    ("Llama-3-8B o", 4096, 4096),
+    ("Llama-3-8B gate_up", 28672, 4096),
+    ("Llama-3-8B down", 4096, 14336),
+    ("Qwen2.5-7B qkv", 4608, 3584),
+    ("Qwen2.5-7B o", 3584, 3584),
+    ("Qwen2.5-7B gate_up", 37888, 3584),
+    ("Qwen2.5-7B down", 3584, 18944),
+)
+MODEL_TOKENS = (128, 256, 1000, 8192)  # M: a decode batch, short and medium prompts, a long prefill
+MODEL_STEPS = (8, 10, 11, 12)
+
+
+def model_shapes(tokens: tuple[int, ...]) -> list[tuple[str, Shape]]:
+    return [(name, (m, n, k)) for m in tokens for name, n, k in MODEL_LAYERS]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.commands.bench", description=__doc__)
     parser.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench"), help="path prefix of the .md/.json/.png")
+    parser.add_argument("--table", choices=("all", "squares", "models"), default="all")
+    parser.add_argument("--tokens", type=_tokens, default=MODEL_TOKENS,
+                        help=f"token counts (M) of the model table, comma-separated (default {MODEL_TOKENS})")
     args = parser.parse_args(argv)
     try:
         out = Path(args.out)
@@ -58,9 +86,15 @@ def main(argv: list[str] | None = None) -> int:
 
     triton_seed, triton_absent = _triton_seed()
     rows = []
-    for shape in BENCH_SHAPES:
-        runnable = [spec for spec in steps if spec.shapes.violation(shape) is None]
-        rows.extend(_bench_shape(shape, runnable, track, arch, sm_count, triton_seed))
+    if args.table in ("all", "squares"):
+        for shape in BENCH_SHAPES:
+            runnable = [spec for spec in steps if spec.shapes.violation(shape) is None]
+            rows.extend(_bench_shape(shape, runnable, track, arch, sm_count, triton_seed))
+    if args.table in ("all", "models"):
+        for layer, shape in model_shapes(args.tokens):
+            runnable = [spec for spec in steps if spec.number in MODEL_STEPS and spec.shapes.violation(shape) is None]
+            rows.extend({**row, "layer": layer}
+                        for row in _bench_shape(shape, runnable, track, arch, sm_count, triton_seed))
 
     arguments = argv if argv is not None else sys.argv[1:]
     command = "python -m grader.commands.bench " + " ".join(shlex.quote(a) for a in arguments)
@@ -86,6 +120,16 @@ def main(argv: list[str] | None = None) -> int:
 TRITON_ROWS = {"triton-seed": False, "triton-seed-ws": True}  # row name -> warp_specialize
 
 
+def _tokens(text: str) -> tuple[int, ...]:
+    try:
+        tokens = tuple(int(word) for word in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of token counts") from None
+    if not tokens or min(tokens) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: token counts are positive")
+    return tokens
+
+
 def _triton_seed():
     """The seed's Triton module, and None; or None and why it cannot run here."""
     try:
@@ -108,7 +152,8 @@ def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int
     for spec in specs:
         print(f"bench: building step {spec.number} at {format_shape(shape)}", file=sys.stderr, flush=True)
         factory = build.kernel_factory(solutions, track, spec)
-        kernel = build.compile_module(build.make_prim_func(factory, spec, shape, sm_count), arch)
+        prim_func = build.make_prim_func(factory, spec, shape, sm_count)
+        kernel = build.launcher(build.compile_module(prim_func, arch), build.scratch_buffers(prim_func))
         out = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
         outputs[spec.number] = out
         calls[spec.number] = lambda kernel=kernel, out=out: kernel(a, b, out)
@@ -161,16 +206,47 @@ def markdown(payload: dict) -> str:
         "",
         *([f"Rows triton-seed and triton-seed-ws are absent: {payload['triton_absent']}.", ""]
           if payload.get("triton_absent") else []),
-        "| step | shape (M x N x K) | kernel ms | TFLOP/s | cuBLAS ms | cuBLAS TFLOP/s | ratio | correct |",
-        "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
-    for row in payload["rows"]:
+    squares = [row for row in payload["rows"] if "layer" not in row]
+    layers = [row for row in payload["rows"] if "layer" in row]
+    if squares:
+        lines += ["## Squares", "", *_table(squares, with_layer=False), ""]
+    if layers:
+        lines += ["## Linear layers of LLMs (Llama-3-8B, Qwen2.5-7B), M = tokens", "",
+                  "A step absent from a row does not take the shape (steps 8 and 10 need tile multiples).", "",
+                  *_summary(layers), "", *_table(layers, with_layer=True), ""]
+    return "\n".join(lines)
+
+
+def _table(rows: list[dict], with_layer: bool) -> list[str]:
+    lines = [("| layer " if with_layer else "") + "| step | shape (M x N x K) | kernel ms | TFLOP/s | cuBLAS ms | "
+             "cuBLAS TFLOP/s | ratio | correct |",
+             ("|---" if with_layer else "") + "|---:|---|---:|---:|---:|---:|---:|---|"]
+    for row in rows:
         lines.append(
-            f"| {row['step']} | {format_shape(tuple(row['shape']))} | {row['kernel_ms']:.4f} | "
+            (f"| {row['layer']} " if with_layer else "")
+            + f"| {row['step']} | {format_shape(tuple(row['shape']))} | {row['kernel_ms']:.4f} | "
             f"{tflops(row, 'kernel_ms'):.1f} | {row['cublas_ms']:.4f} | {tflops(row, 'cublas_ms'):.1f} | "
             f"{row['cublas_ms'] / row['kernel_ms']:.3f}x | {'yes' if row['correct'] else 'NO'} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _summary(rows: list[dict]) -> list[str]:
+    """Per implementation: the shapes it ran, its lowest share of cuBLAS and the geometric mean (Triton: the
+    better of its two variants per shape)."""
+    shares: dict[str, dict[tuple, float]] = {}
+    for row in rows:
+        name = "triton-seed (better variant)" if row["step"] in TRITON_ROWS else f"step {row['step']}"
+        share = row["cublas_ms"] / row["kernel_ms"] if row["correct"] else 0.0
+        key = tuple(row["shape"])
+        shares.setdefault(name, {})[key] = max(share, shares.get(name, {}).get(key, 0.0))
+    lines = ["| implementation | shapes | lowest share of cuBLAS | geometric mean |", "|---|---:|---:|---:|"]
+    for name, by_shape in shares.items():
+        values = list(by_shape.values())
+        mean = math.exp(sum(math.log(v) for v in values) / len(values)) if min(values) > 0 else 0.0
+        lines.append(f"| {name} | {len(values)} | {min(values):.3f}x | {mean:.3f}x |")
+    return lines
 
 
 def draw(payload: dict, path: Path) -> None:
@@ -179,33 +255,61 @@ def draw(payload: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(9, 5.5))
-    shapes = sorted({tuple(row["shape"]) for row in payload["rows"]}, key=lambda s: s[0] * s[1] * s[2])
-    steps = sorted({row["step"] for row in payload["rows"] if isinstance(row["step"], int)})
+    squares = [row for row in payload["rows"] if "layer" not in row]
+    layers = [row for row in payload["rows"] if "layer" in row]
+    panels = [rows for rows in (squares, layers) if rows]
+    figure, all_axes = plt.subplots(len(panels), 1, figsize=(11, 5.5 * len(panels)), squeeze=False)
+    if squares:
+        _draw_squares(all_axes[0][0], payload, squares)
+    if layers:
+        _draw_layers(all_axes[-1][0], payload, layers)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def _draw_layers(axes, payload: dict, rows: list[dict]) -> None:
+    """Share of cuBLAS per layer shape, one marker per implementation."""
+    shapes = list(dict.fromkeys(tuple(row["shape"]) for row in rows))
+    names = list(dict.fromkeys(row["step"] for row in rows))
+    for index, name in enumerate(names):
+        points = [(shapes.index(tuple(row["shape"])), row["cublas_ms"] / row["kernel_ms"])
+                  for row in rows if row["step"] == name]
+        axes.plot([x for x, _ in points], [y for _, y in points], "o" if isinstance(name, int) else "s",
+                  color=f"C{index}", label=str(name) if not isinstance(name, int) else f"step {name}")
+    axes.axhline(1.0, color="black", linestyle="--", linewidth=1)
+    labels = [f"{next(row['layer'] for row in rows if tuple(row['shape']) == s)} M={s[0]}" for s in shapes]
+    axes.set_xticks(range(len(shapes)), labels, rotation=75, fontsize=7)
+    axes.set_ylabel("cuBLAS time / kernel time")
+    axes.set_title(f"LLM linear layers on {payload['gpu']} ({payload['date']}); dashed: cuBLAS")
+    axes.legend(fontsize=8)
+    axes.grid(alpha=0.3)
+
+
+def _draw_squares(axes, payload: dict, rows: list[dict]) -> None:
+    shapes = sorted({tuple(row["shape"]) for row in rows}, key=lambda s: s[0] * s[1] * s[2])
+    steps = sorted({row["step"] for row in rows if isinstance(row["step"], int)})
     # the Triton rows stand right of step 10, one x position each
     x_of = {step: step for step in steps}
     x_of.update({name: max(steps, default=0) + 1 + i for i, name in enumerate(TRITON_ROWS)})
     for index, shape in enumerate(shapes):
         color = f"C{index}"
-        rows = [row for row in payload["rows"] if tuple(row["shape"]) == shape]
-        ladder = sorted((row for row in rows if isinstance(row["step"], int)), key=lambda r: r["step"])
+        shape_rows = [row for row in rows if tuple(row["shape"]) == shape]
+        ladder = sorted((row for row in shape_rows if isinstance(row["step"], int)), key=lambda r: r["step"])
         axes.plot([row["step"] for row in ladder], [tflops(row, "kernel_ms") for row in ladder], "o-", color=color,
                   label=format_shape(shape))
-        for row in rows:
+        for row in shape_rows:
             if row["step"] in TRITON_ROWS:
                 axes.plot(x_of[row["step"]], tflops(row, "kernel_ms"), "s", color=color)
-        axes.axhline(tflops(rows[0], "cublas_ms"), color=color, linestyle="--", linewidth=1)
+        axes.axhline(tflops(shape_rows[0], "cublas_ms"), color=color, linestyle="--", linewidth=1)
     axes.set_xlabel("step")
     axes.set_ylabel("TFLOP/s")
-    labels = {x_of[row["step"]]: str(row["step"]) for row in payload["rows"]}
+    labels = {x_of[row["step"]]: str(row["step"]) for row in rows}
     axes.set_xticks(sorted(labels), [labels[x] for x in sorted(labels)])
     axes.set_title(f"{payload['track']} ladder on {payload['gpu']} ({payload['date']}); dashed: cuBLAS; "
                    "squares: the seed's Triton kernel")
     axes.legend(title="M x N x K", fontsize=8)
     axes.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 from hashlib import sha256
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,6 +46,8 @@ class Artifacts:
     has_tile_loop: bool
     seconds: float
     shared_bytes: int = 0  # the extent of the kernel's dynamic shared memory (its SMEMPool), in bytes
+    # the kernel's parameters after A, B and D (step 12's workspace and locks): shape and dtype of each
+    scratch: list[tuple[tuple[int, ...], str]] = field(default_factory=list)
 
 
 def step_file(impl_dir: Path, track: str, spec: StepSpec) -> Path:
@@ -137,8 +139,27 @@ def build_with_executable(factory, spec: StepSpec, shape: Shape, arch: str, sm_c
         has_tile_loop=re.search(r"^\s*while\b", lowered, re.MULTILINE) is not None,
         seconds=time.perf_counter() - start,
         shared_bytes=_shared_bytes(prim_func.script()),
+        scratch=scratch_buffers(prim_func),
     )
     return artifacts, executable
+
+
+def scratch_buffers(prim_func) -> list[tuple[tuple[int, ...], str]]:
+    """Shape and dtype of each kernel parameter after A, B and D: global memory the kernel needs
+    beside its operands (step 12: the fp32 partial sums and the int32 locks)."""
+    return [(tuple(int(extent) for extent in param.ty.shape), str(param.ty.dtype)) for param in prim_func.params[3:]]
+
+
+def launcher(function, scratch: list[tuple[tuple[int, ...], str]]) -> Callable[..., Any]:
+    """`function(a, b, d)`, with the kernel's scratch buffers allocated once, zeroed, and passed after D.
+    A kernel with scratch must leave it as it found it (step 12 returns its locks to zero), so that
+    every call starts from zeros without a memset in the timed region."""
+    if not scratch:
+        return function
+    import torch
+
+    buffers = [torch.zeros(shape, dtype=getattr(torch, dtype), device="cuda") for shape, dtype in scratch]
+    return lambda a, b, d: function(a, b, d, *buffers)
 
 
 def _has_module(name: str) -> bool:

@@ -153,11 +153,12 @@ STEPS: dict[str, dict[int, StepSpec]] = {
         for spec in _COMMON + (_cluster_step(9, "cluster", 256, 128), _cluster_step(10, "two_consumers", 256, 256))
     },
 }
-for _track in TRACKS:
-    STEPS[_track][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
-                                 takes_sm_count=True)
-    STEPS[_track][12] = StepSpec(12, "stream_k", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
-                                 takes_sm_count=True)
+# Beyond the ten steps (Hopper only so far: the Blackwell twins are not written): any shape, then a
+# decomposition of the work that fills the GPU at every shape.
+STEPS["hopper"][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
+                               takes_sm_count=True)
+STEPS["hopper"][12] = StepSpec(12, "stream_k", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
+                               takes_sm_count=True)
 
 # Pass rule without a reference solution to compare with: the step's speed must reach this share
 # of cuBLAS (same run, same inputs) at every timing shape. Steps 1-3 are slow by design (one CTA,

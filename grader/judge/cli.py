@@ -243,8 +243,8 @@ def select_steps(text: str, track: str, track_dir: Path) -> list:
         if not present:
             raise UsageError(f"no step files in {track_dir}")
         return present
-    if not ASCII_NUMBER.fullmatch(text) or not 1 <= int(text) <= 10:
-        raise UsageError(f"--step must be a number from 1 to 10 or 'all', not {text!r}")
+    if not ASCII_NUMBER.fullmatch(text) or not 1 <= int(text) <= max(specs):
+        raise UsageError(f"--step must be a number from 1 to {max(specs)} or 'all', not {text!r}")
     if int(text) not in specs:
         raise UsageError(f"step {text} is not part of the course yet (steps {min(specs)}-{max(specs)} are)")
     return [specs[int(text)]]

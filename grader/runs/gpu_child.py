@@ -38,12 +38,13 @@ class Kernel:
     shape: Shape
     library: str  # TVM's exported library: host launcher + device code
     cubin: str  # the cubin the static checks read; the library must run exactly these bytes
+    scratch: list = field(default_factory=list)  # (shape, dtype) of each parameter after A, B, D
 
     @classmethod
     def of(cls, name: str, built, folder: Path) -> Kernel:
         cubin = folder / f"{name}_{format_shape(built.shape)}.cubin"
         cubin.write_bytes(built.cubin)
-        return cls(name, tuple(built.shape), built.library, str(cubin))
+        return cls(name, tuple(built.shape), built.library, str(cubin), list(built.artifacts.scratch))
 
 
 @dataclass
@@ -219,7 +220,8 @@ def load(kernel: Kernel, arch: str):
         return compiled_here[-1]
 
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_cuda, override=True)
-    function = tvm.runtime.load_module(kernel.library).main
+    function = build.launcher(tvm.runtime.load_module(kernel.library).main,
+                              [(tuple(shape), dtype) for shape, dtype in kernel.scratch])
     if checked in Path(kernel.library).read_bytes():
         return function
     m, n, k = kernel.shape  # the device code is compiled at load or at the first call: make one

@@ -96,7 +96,6 @@ def hgemm_v11(M, N, K, sm_count):
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     K_TILES = T.ceildiv(K, BLK_K) if False else -(-K // BLK_K)
-    # >>> TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that fit beside them
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
     EPI_N = 128  # columns per TMA store: each consumer writes its 64x256 rows in two halves
@@ -104,14 +103,11 @@ def hgemm_v11(M, N, K, sm_count):
     EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * EPI_N * 2 + 1024  # two staging tiles, and the barriers
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
-    # <<< TODO 10.1
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
-    # >>> TODO 10.2: a staging layout per consumer
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
-    # <<< TODO 10.2
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
 
     @T.prim_func
@@ -125,9 +121,7 @@ def hgemm_v11(M, N, K, sm_count):
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
         rank = T.cta_id_in_cluster([CLUSTER])
-        # >>> TODO 10.3: a producer and the consumer warpgroups
         wg_id = T.warpgroup_id([1 + NUM_CONSUMERS])
-        # <<< TODO 10.3
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
 
@@ -138,16 +132,12 @@ def hgemm_v11(M, N, K, sm_count):
         pool.move_base_to(1024)
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
-        # >>> TODO 10.4: the staging buffer
         Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
-        # <<< TODO 10.4
         pool.commit()
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
         tma2mma.init(1)
-        # >>> TODO 10.5: the empty ring's count with two consumers
         mma2tma.init(CLUSTER * NUM_CONSUMERS)
-        # <<< TODO 10.5
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cluster_sync()
@@ -184,31 +174,23 @@ def hgemm_v11(M, N, K, sm_count):
         else:
             # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
-            # >>> TODO 10.6: which consumer this warpgroup is, and its accumulator
             consumer = T.meta_var(wg_id - 1)
             acc = T.alloc_local((CONSUMER_ROWS * BLK_N // 128,), acc_type)
-            # <<< TODO 10.6
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            # >>> TODO 10.7: this consumer's rows of A
             encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, consumer * CONSUMER_ROWS, 0]))
-            # <<< TODO 10.7
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
             while tile_scheduler.valid():
                 for k in range(K_TILES):
                     tma2mma.wait(consume.stage, consume.phase)
-                    # >>> TODO 10.8: stage offsets of A and B
                     a_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
                     b_offset = T.meta_var(T.Cast("uint64", consume.stage * (2 * STAGE_DESC_STEP)))
-                    # <<< TODO 10.8
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
-                        # >>> TODO 10.9: one m64n256 wgmma per K=16 slice
                         wgmma_64x256x16(acc, desc_a[0] + a_offset, desc_b[0] + b_offset, kk,
                                         k * (BLK_K // MMA_K) + kk != 0)
-                        # <<< TODO 10.9
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
@@ -228,7 +210,6 @@ def hgemm_v11(M, N, K, sm_count):
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                # >>> TODO 10.10: each consumer stores its rows
                 for half in T.unroll(BLK_N // EPI_N):
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(0)
@@ -246,7 +227,6 @@ def hgemm_v11(M, N, K, sm_count):
                                 Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
                                               Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
                             T.ptx.cp.async_.bulk.commit_group()
-                # <<< TODO 10.10
                 tile_scheduler.next_tile()
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away

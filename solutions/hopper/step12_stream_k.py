@@ -22,7 +22,11 @@ CLUSTER_M = 256  # rows of D one cluster computes per unit: two CTAs of 128
 TILE_WIDTHS = (256, 128, 64)  # the columns a cluster tile may have, widest (fewest bytes per FLOP) first
 BLK_K = 64
 MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
-WHOLE_TILES_FILL = 0.85  # whole tiles are dealt when they keep this share of the clusters busy
+# What the host's choice weighs, measured on an H200 (experiments/every_shape/run2.json: every
+# decomposition timed at ten shapes): the time of one K iteration of a cluster tile of each width,
+# relative to a 64-wide one, and of one unit's fixup (its partial sums stored, or read and added).
+ITERATION_COST = {256: 2.6, 128: 1.36, 64: 1.0}
+FIXUP_COST = {256: 70.0, 128: 35.0, 64: 18.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +56,14 @@ class Decomposition:
         return self.sk_tiles * self.k_tiles % self.sk_units if self.sk_units else 0
 
     @property
+    def estimated_cost(self) -> float:
+        """The busiest cluster's time in the units of ITERATION_COST."""
+        whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
+        range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
+        fixup = FIXUP_COST[self.tile_n] if self.sk_units else 0.0
+        return (whole_tiles_each * self.k_tiles + range_each) * ITERATION_COST[self.tile_n] + fixup
+
+    @property
     def kind(self) -> str:
         if self.sk_tiles == 0:
             return "data-parallel"
@@ -61,28 +73,24 @@ class Decomposition:
 
 
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
-    """The host's choice for one shape.
-
-    The widest tile whose whole tiles keep WHOLE_TILES_FILL of the clusters busy over their waves
-    is dealt data-parallel (as cuBLAS fills the GPU at small M with narrower tiles). Where no width
-    does, the widest tile goes stream-K (after CUTLASS's sm90 heuristic): the last partial wave and
-    one full wave before it (none if there is none) are cut into one K range per cluster, so every
-    cluster ends with the same number of iterations; a range keeps at least MIN_K_TILES_PER_UNIT.
-    """
+    """The host's choice for one shape: of whole tiles and stream-K, at each tile width, the
+    decomposition whose busiest cluster finishes first (estimated_cost); on a tie the earlier of
+    (whole tiles, then stream-K; wider first). Narrower tiles fill the GPU at small M as cuBLAS's
+    do; stream-K evens out the last wave, at the price of a fixup per unit."""
     clusters = sm_count // 2
     k_tiles = -(-K // BLK_K)
+    candidates = []
     for tile_n in TILE_WIDTHS:
         tiles = -(-M // CLUSTER_M) * -(-N // tile_n)
-        waves = -(-tiles // clusters)
-        if tiles / (waves * clusters) >= WHOLE_TILES_FILL:
-            return Decomposition(tile_n, tiles, k_tiles, clusters, 0, 0)
-    tile_n = TILE_WIDTHS[0]
-    tiles = -(-M // CLUSTER_M) * -(-N // tile_n)
-    return stream_k(tile_n, tiles, k_tiles, clusters)
+        candidates += [Decomposition(tile_n, tiles, k_tiles, clusters, 0, 0),
+                       stream_k(tile_n, tiles, k_tiles, clusters)]
+    return min(candidates, key=lambda plan: plan.estimated_cost)
 
 
 def stream_k(tile_n: int, tiles: int, k_tiles: int, clusters: int) -> Decomposition:
-    """The last partial wave and one full wave before it (if any) as stream-K over all clusters."""
+    """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
+    K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
+    least MIN_K_TILES_PER_UNIT iterations. Whole tiles where that cannot be had."""
     full_waves, tail = divmod(tiles, clusters)
     whole_tiles = Decomposition(tile_n, tiles, k_tiles, clusters, 0, 0)
     if tail == 0:
@@ -180,7 +188,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     K_TILES = plan.k_tiles
-    # >>> TODO 10.1: the consumers' rows, staging tiles and registers, and the stages that fit beside them
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
     EPI_N = min(BLK_N, 128)  # columns per TMA store: each consumer writes its 64xBLK_N rows in pieces
@@ -188,14 +195,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * EPI_N * 2 + 1024  # two staging tiles, and the barriers
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
-    # <<< TODO 10.1
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
-    # >>> TODO 10.2: a staging layout per consumer
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
-    # <<< TODO 10.2
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
     ACC = CONSUMER_ROWS * BLK_N // 128  # accumulator registers per consumer thread
     # a partial sum per stream-K cluster (it has at most one: the start of its last tile), per CTA and
@@ -217,9 +221,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
         rank = T.cta_id_in_cluster([CLUSTER])
-        # >>> TODO 10.3: a producer and the consumer warpgroups
         wg_id = T.warpgroup_id([1 + NUM_CONSUMERS])
-        # <<< TODO 10.3
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
 
@@ -230,16 +232,12 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         pool.move_base_to(1024)
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
-        # >>> TODO 10.4: the staging buffer
         Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
-        # <<< TODO 10.4
         pool.commit()
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
         tma2mma.init(1)
-        # >>> TODO 10.5: the empty ring's count with two consumers
         mma2tma.init(CLUSTER * NUM_CONSUMERS)
-        # <<< TODO 10.5
         T.ptx.fence.mbarrier_init.release.cluster()
         T.ptx.fence.proxy.async_.shared__cta()
         T.cuda.cluster_sync()
@@ -278,17 +276,13 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         else:
             # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
-            # >>> TODO 10.6: which consumer this warpgroup is, and its accumulator
             consumer = T.meta_var(wg_id - 1)
             acc = T.alloc_local((CONSUMER_ROWS * BLK_N // 128,), acc_type)
-            # <<< TODO 10.6
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            # >>> TODO 10.7: this consumer's rows of A
             encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, consumer * CONSUMER_ROWS, 0]))
-            # <<< TODO 10.7
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
             thread = T.meta_var(warp_id * 32 + lane_id)
             lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS + consumer)
@@ -296,16 +290,12 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             while work.valid():
                 for k in range(work.k_begin, work.k_end):
                     tma2mma.wait(consume.stage, consume.phase)
-                    # >>> TODO 10.8: stage offsets of A and B
                     a_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
                     b_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_N // 128)))
-                    # <<< TODO 10.8
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
-                        # >>> TODO 10.9: one m64n256 wgmma per K=16 slice
                         wgmma_64xNx16(acc, desc_a[0] + a_offset, desc_b[0] + b_offset, kk,
                                       (k - work.k_begin) * (BLK_K // MMA_K) + kk != 0, BLK_N)
-                        # <<< TODO 10.9
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
@@ -349,7 +339,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                # >>> TODO 10.10: each consumer stores its rows
                 for half in T.unroll(BLK_N // EPI_N):
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(0)
@@ -367,7 +356,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                 Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
                                               Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
                             T.ptx.cp.async_.bulk.commit_group()
-                # <<< TODO 10.10
                 work.next(cluster)
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away
