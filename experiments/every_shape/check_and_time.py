@@ -4,7 +4,7 @@ python experiments/every_shape/check_and_time.py --steps 10,11,12 --shapes 256x4
     [--plans dp256,dp128,dp64,sk256,sk128]
 
 --plans adds step 12 built with other decompositions than its own choice (dpW: whole tiles W columns
-wide; skW: stream-K over W-wide tiles), timed in the same run.
+wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA), timed in the same run.
 
 Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
 and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
@@ -32,14 +32,15 @@ from grader.core.steps import STEPS, format_shape  # noqa: E402
 
 
 def forced_plan(module, name: str, shape, sm_count: int):
-    """A Decomposition of step 12's module named dpW or skW."""
+    """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs), dpWc1 or skWc1 (of 1)."""
     m, n, k = shape
-    width = int(name[2:])
-    clusters, k_tiles = sm_count // 2, -(-k // module.BLK_K)
-    tiles = -(-m // module.CLUSTER_M) * -(-n // width)
+    width, _, single = name[2:].partition("c")
+    width, cluster = int(width), 1 if single else 2
+    clusters, k_tiles = sm_count // cluster, -(-k // module.BLK_K)
+    tiles = -(-m // (module.BLK_M * cluster)) * -(-n // width)
     if name.startswith("dp"):
-        return module.Decomposition(width, tiles, k_tiles, clusters, 0, 0)
-    return module.stream_k(width, tiles, k_tiles, clusters)
+        return module.Decomposition(width, cluster, tiles, k_tiles, clusters, 0, 0)
+    return module.stream_k(width, cluster, tiles, k_tiles, clusters)
 
 
 def load(step: int, shape, sm_count: int, impl: Path, plan_name: str | None = None):

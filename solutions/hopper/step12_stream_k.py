@@ -18,7 +18,8 @@ from tvm.script.tirx import tile as Tx
 
 from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
 
-CLUSTER_M = 256  # rows of D one cluster computes per unit: two CTAs of 128
+BLK_M = 128  # rows of D one CTA computes per unit
+CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
 TILE_WIDTHS = (256, 128, 64)  # the columns a cluster tile may have, widest (fewest bytes per FLOP) first
 BLK_K = 64
 MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
@@ -27,6 +28,9 @@ MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it s
 # relative to a 64-wide one, and of one unit's fixup (its partial sums stored, or read and added).
 ITERATION_COST = {256: 2.6, 128: 1.36, 64: 1.0}
 FIXUP_COST = {256: 70.0, 128: 35.0, 64: 18.0}
+# Stream-K is taken only where it promises this much over whole tiles: at large K it costs more than the
+# model counts (1000x3584x18944: estimated 6% faster than whole 256-wide tiles, measured 14% slower).
+STREAM_K_MARGIN = 1.15
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Decomposition:
     """
 
     tile_n: int  # columns of a cluster tile
+    cluster: int  # CTAs per cluster, stacked along M: a cluster tile is (128 * cluster) x tile_n
     tiles: int
     k_tiles: int
     clusters: int
@@ -74,25 +79,26 @@ class Decomposition:
 
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     """The host's choice for one shape: of whole tiles and stream-K, at each tile width, the
-    decomposition whose busiest cluster finishes first (estimated_cost); on a tie the earlier of
+    decomposition whose busiest cluster finishes first (estimated_cost, stream-K's times
+    STREAM_K_MARGIN); on a tie the earlier of
     (whole tiles, then stream-K; wider first). Narrower tiles fill the GPU at small M as cuBLAS's
     do; stream-K evens out the last wave, at the price of a fixup per unit."""
-    clusters = sm_count // 2
     k_tiles = -(-K // BLK_K)
     candidates = []
-    for tile_n in TILE_WIDTHS:
-        tiles = -(-M // CLUSTER_M) * -(-N // tile_n)
-        candidates += [Decomposition(tile_n, tiles, k_tiles, clusters, 0, 0),
-                       stream_k(tile_n, tiles, k_tiles, clusters)]
-    return min(candidates, key=lambda plan: plan.estimated_cost)
+    for cluster in CLUSTER_SIZES:
+        for tile_n in TILE_WIDTHS:
+            tiles = -(-M // (BLK_M * cluster)) * -(-N // tile_n)
+            candidates += [Decomposition(tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0),
+                           stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster)]
+    return min(candidates, key=lambda plan: plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0))
 
 
-def stream_k(tile_n: int, tiles: int, k_tiles: int, clusters: int) -> Decomposition:
+def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int) -> Decomposition:
     """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
     K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
     least MIN_K_TILES_PER_UNIT iterations. Whole tiles where that cannot be had."""
     full_waves, tail = divmod(tiles, clusters)
-    whole_tiles = Decomposition(tile_n, tiles, k_tiles, clusters, 0, 0)
+    whole_tiles = Decomposition(tile_n, cluster, tiles, k_tiles, clusters, 0, 0)
     if tail == 0:
         return whole_tiles
     sk_tiles = tail + (clusters if full_waves >= 1 else 0)
@@ -101,7 +107,7 @@ def stream_k(tile_n: int, tiles: int, k_tiles: int, clusters: int) -> Decomposit
         return whole_tiles
     if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
         return whole_tiles
-    return Decomposition(tile_n, tiles, k_tiles, clusters, sk_tiles, sk_units)
+    return Decomposition(tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units)
 
 
 @T.meta_class
@@ -183,8 +189,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     acc_type = tvm.DataType("float32")
 
     plan = plan or plan_decomposition(M, N, K, sm_count)
-    BLK_M, BLK_N = 128, plan.tile_n
-    CLUSTER = 2  # CTAs per cluster, stacked along M
+    BLK_N = plan.tile_n
+    CLUSTER = plan.cluster  # CTAs per cluster, stacked along M
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     K_TILES = plan.k_tiles
