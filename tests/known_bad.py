@@ -490,4 +490,13 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("blackwell-9-tma2mma-armed-with-one-ctas-bytes", "blackwell", 9,
             r"tma2mma\.arrive\(s, TILE_BYTES \* CTA_GROUP\)", "tma2mma.arrive(s, TILE_BYTES)",
             "wrong", SIMULATED, todo="9.7", names=("tma2mma", "expect_tx"), trap=True),
+    # beyond step 10 (no skeletons yet, so no TODO): a ragged step's partner CTA must keep its own rows even
+    # where they lie past the matrix (caught where the first cluster's tiles are simulated)
+    Variant("hopper-11-partner-on-the-same-rows", "hopper", 11,
+            r"\+ rank \* BLK_M\)", ")",
+            "wrong", SIMULATED, names=("same part",)),
+    # ... and a box may hang over the edge, never start past the cluster tiles that cover the matrix
+    Variant("hopper-11-cluster-rows-doubled", "hopper", 11,
+            r"m_idx \* \(CLUSTER \* BLK_M\)", "m_idx * (2 * CLUSTER * BLK_M)",
+            "fault", SIMULATED, names=("reaches outside",)),
 )

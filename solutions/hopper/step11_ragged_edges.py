@@ -1,11 +1,15 @@
-"""Step 10 (Hopper): two consumer warpgroups.
+"""Step 11 (Hopper): ragged edges.
 
-The CTA tile grows to 128x256 and a second consumer warpgroup joins: consumer c multiplies rows
-64c..64c+63 of the A tile with the whole B tile, one m64n256k16 wgmma per K=16 slice. Both
-consumers read the same B stage, so each byte of B brought into shared memory feeds twice the
-math, and the wider wgmma reads fewer shared-memory bytes per FLOP than two m64n128k16 do. A stage
-is free only when both consumers of both CTAs have released it.
+Step 10 takes only M and N that are multiples of its 256x256 cluster tile: 1000 tokens, 77 rows or
+N = 4100 are refused. Here any M, and N and K multiples of 8 (a TMA descriptor's rows must be a
+multiple of 16 bytes), by three changes and no new barrier: tile and K-tile counts round up (ceiling
+division); the TMA loads of a tile that hangs over the matrix's edge are filled with zeros by the
+hardware (a zero row of A or B adds nothing to a dot product), and still deliver the whole box's
+bytes to the mbarrier; the TMA stores of such a tile are clipped to the matrix. The descriptors carry
+the matrices' true extents: `dispatch="tma_explicit"` maps each copy to one tensor map of the whole
+matrix (TIRx's `tma_auto` refuses an extent that is not a multiple of the box).
 """
+
 
 import tvm
 from tvm.backend.cuda.lang.pipeline import MBarrier, PipelineState, TMABar
@@ -19,72 +23,39 @@ from kernel_helpers.hopper import (
 
 
 def hgemm_v11(M, N, K, sm_count):
-    """D = A @ B^T with sm_count / 2 persistent clusters of 2 CTAs (a producer and 2 consumer warpgroups).
+    """D = A @ B^T for any M >= 1 and N, K multiples of 8, with sm_count / 2 persistent clusters of
+    2 CTAs (a producer and 2 consumer warpgroups each), as step 10.
 
-    Data path (per 256x256 cluster tile (m_idx, n_idx) from the scheduler; CTA rank r in {0, 1}
-    owns output rows m_st = 256*m_idx + 128*r, columns n_st = 256*n_idx):
-        producer (warpgroup 0, one elected thread): for each K tile, wait until stage s is free
-        in both CTAs, then TMA its A tile (128 rows) --> its Asmem[s], and rows 128r..128r+127
-        of the B tile --> Bsmem[s, 128r:128r+128] of BOTH CTAs (multicast); each CTA's
-        tma2mma[s] counts A (16 KiB) + both B halves (2 x 16 KiB) = 48 KiB;
-        consumer c (warpgroup 1 + c, 128 threads each): for each K tile, wait until stage s is
-        full --> wgmma m64n256k16 x 4 on Asmem[s, 64c:64c+64] and Bsmem[s] --> its 128
-        accumulator registers; wait_group(1), release the previous stage; after the last K tile
-        wait_group(0), release the last stage;
-        then, for each 128-column half h: registers --st.shared--> Dsmem[c] --TMA store-->
-        D[m_st+64c : +64, n_st+128h : +128].
+    Data path: step 10's, over ceil(M / 256) x ceil(N / 256) cluster tiles and ceil(K / 64) K tiles.
+    CTA rank r owns rows m_st = 256*m_idx + 128*r and columns n_st = 256*n_idx of its cluster tile.
+        producer: TMA A[m_st : m_st+128, 64k : 64k+64] --> Asmem[s] and its half of the B tile --> Bsmem[s]
+        of both CTAs (multicast). Rows past M or N and columns past K arrive as zeros; a box wholly
+        past the edge (the partner of a cluster tile that M ends in, e.g. M = 1) arrives as zeros too.
+        Each CTA's tma2mma[s] is armed with the whole 48 KiB: the hardware counts a box's full bytes,
+        zeros included, so an expect_tx of only the bytes inside the matrix never completes the phase.
+        consumer c: step 10's wgmma loop; the zero rows and columns give zero products.
+        writeback: Dsmem[c] --TMA store--> D[m_st+64c : +64, n_st+128h+64p : +64] for each half h and
+        64-column part p (an explicit tensor map's box is at most one 128-byte swizzle row wide); rows
+        and columns past the matrix are not written.
 
-    Barrier protocol (barriers initialised once per CTA; phases carried across tiles by
-    PipelineState, which flips the phase each time the stage index wraps around):
+    Barrier protocol: step 10's, unchanged. Every CTA of a cluster walks the same tiles and K tiles,
+    and a CTA whose rows lie wholly outside the matrix still loads (zeros), multiplies, arrives on
+    both CTAs' mma2tma and stores (nothing): skipping its work would leave its peer's empty barrier
+    one arrival short, a hang.
         | barrier       | arrival count | who arrives                          | who waits          | starting phase |
         |---------------|---------------|--------------------------------------|--------------------|----------------|
         | tma2mma[s]    | 1 (each)      | producer's elected thread            | all 256 threads of | consumer: 0    |
         | s < 4 ("full")|               | (arrive.expect_tx, 48 KiB), then the | both consumers     |                |
         |               |               | TMA engine's byte count              |                    |                |
         | mma2tma[s]    | 4 (each)      | thread 0 of each of the 2 consumers  | producer's elected | producer: 1    |
-        | ("empty")     |               | of EACH CTA of the cluster (local +  | thread             | (passes at     |
-        |               |               | arrive), after the wait_group that   |                    |                |
-        |               |               | retires stage s's group              |                    |                |
-        |               |               |                                      |                    | once: stages   |
-        |               |               |                                      |                    | start empty)   |
-        | named bar 1+c | 128 threads   | consumer c (bar.sync), before /      | the same           | -              |
-        | (epilogue)    |               | after writing Dsmem[c]               |                    |                |
-    | cluster barrier | 384 threads x 2 CTAs | everyone, after barrier init and at the end      |
-    The first cluster sync makes each CTA's initialised barriers visible to its peer before any
-    multicast or remote arrive reaches them; the last keeps a CTA alive until its peer can no
-    longer arrive on its barriers. The peer's B half may land on tma2mma[s] before this CTA's
-    producer has armed it with expect_tx: the transaction count may run ahead of the arrival,
-    and the phase cannot complete until that one arrival comes.
-    The producer and the consumer walk the same tiles and the same K tiles, so both rings see the
-    same number of uses: a different trip count on either side is a hang. No consumer warp can be
-    lapped on tma2mma[s]: its next phase needs a refill, which needs mma2tma[s], which needs the
-    warpgroup-wide wgmma that every consumer warp issues after its wait.
-    Epilogue hand-off: before each half's Dsmem[c] writes, consumer c's warp 0 waits until its
-    previous TMA store has read Dsmem[c] (cp.async.bulk.wait_group.read 0), then named barrier 1 + c. Each
-    consumer has its own barrier id: sharing one id between two warpgroups of 128 threads makes a
-    bar.sync complete with a mix of both, so one consumer could overwrite Dsmem too early.
+        | ("empty")     |               | of EACH CTA of the cluster           | thread             |                |
+        | named bar 1+c | 128 threads   | consumer c, before / after Dsmem[c]  | the same           | -              |
+        | cluster barrier | 384 threads x 2 CTAs | everyone, after barrier init and at the end      |
 
-    setmaxnreg needs a register cap at kernel entry: `launch_bounds_min_blocks_per_sm` = 1 makes
-    TVM emit __launch_bounds__(384, 1); without it ptxas ignores setmaxnreg (warning C7508).
-    Shared memory: a stage is now 48 KiB, so the ring shrinks from 6 to 4 stages (192 KiB); a whole 64x256 staging tile
-    per consumer (64 KiB for two) would not fit beside them in the 227 KiB a CTA may use, so each
-    consumer stages and stores its rows in two 128-column halves (2 x 16 KiB). Measured on an H100
-    (4096^3, one run, interleaved): 3 stages with whole-tile staging 0.973x cuBLAS, 4 stages with
-    half-tile staging 1.000x.
-
-    The cluster this step inherits from step 9 still costs on an H100: the same kernel without it
-    (CTA tiles 128x256 each loading all of B, no cluster launch) measured 1.00 / 1.00 / 1.02x cuBLAS
-    against this step's 0.95 / 1.00 / 0.99x at 2048^3, 4096^3 and 8192x4096x1024 in the same run
-    (docs/measurements.md, 2026-11-26). As in step 9, the hardware combines the plain loads of CTAs
-    that share a tile better than the multicast does: at 4096^3 the kernel without the cluster sends
-    the L2 53% of the sectors it asks for, this one 92%. The course keeps the cluster for the
-    Blackwell track's sake and for the diff from step 9. cuBLAS runs this design in 2x1 clusters and
-    sends the L2 as few sectors as our kernel without one (ncu, 2048^3 and 4096^3): how is not known.
-
-    Blackwell twin: two MMA warps of one warpgroup each issue a cta_group=2 MMA into their own
-    TMEM columns, and two writeback warpgroups each drain one of them, with its own Dsmem and
-    named-barrier id. Here each consumer is its own MMA issuer and writeback, and the two share the
-    B stage instead of TMEM.
+    Speed at tile multiples: the same as step 10 (2048^3 0.979x vs 0.976x, 4096^3 1.001x vs 0.999x
+    cuBLAS, one interleaved run on an H200, experiments/every_shape/run2.json and run1.json). Where the
+    tile grid leaves clusters idle (256 tokens: 16 tiles for 66 clusters) it is as slow as step 10:
+    step 12 deals the work so that every SM has some.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -95,7 +66,7 @@ def hgemm_v11(M, N, K, sm_count):
     CLUSTER = 2  # CTAs per cluster, stacked along M
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
-    K_TILES = T.ceildiv(K, BLK_K) if False else -(-K // BLK_K)
+    K_TILES = -(-K // BLK_K)  # ceiling division: the last K tile may hang over K (its columns load as zeros)
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
     EPI_N = 128  # columns per TMA store: each consumer writes its 64x256 rows in two halves
@@ -144,7 +115,7 @@ def hgemm_v11(M, N, K, sm_count):
 
         # ---- tile scheduler over 256x256 cluster tiles: both CTAs of a cluster get the same ----
         tile_scheduler = ClusterPersistentScheduler2D(
-            "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),
+            "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),  # tiles hang over the edges
             l2_group_size=8, num_clusters=sm_count // CLUSTER)
         tile_scheduler.init(bx // CLUSTER)
         m_st = T.meta_var(tile_scheduler.m_idx * (CLUSTER * BLK_M) + rank * BLK_M)

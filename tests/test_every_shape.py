@@ -1,0 +1,105 @@
+"""Steps 11-12 on the CPU: the ragged shape rule, step 12's host-side decomposition, its static check.
+
+The kernels themselves run on a GPU (experiments/every_shape/check_and_time.py, `make grade STEP=12
+IMPL=solutions`); what is tested here is what the host decides and what the grader refuses.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import REPO
+from grader.analysis import features
+from grader.core import build
+from grader.core.steps import STEPS
+
+SHAPES = [(1, 8, 8), (7, 264, 72), (128, 4096, 4096), (256, 4096, 14336), (257, 264, 4104), (1000, 1000, 1000),
+          (1000, 3584, 18944), (4093, 2056, 568), (3000, 3000, 3000), (4096, 4096, 4096), (8192, 8192, 8192)]
+
+
+def _step12():
+    return SimpleNamespace(**build.kernel_factory(REPO / "solutions", "hopper", STEPS["hopper"][12]).__globals__)
+
+
+def _segments(plan, cluster: int) -> list[tuple[int, int, int]]:
+    """(tile, k_begin, k_end) of one cluster, in the order WorkUnits walks them (the kernel's arithmetic)."""
+    ipu, extra, kt = plan.iterations_per_unit, plan.extra, plan.k_tiles
+    range_begin = cluster * ipu + min(cluster, extra)
+    segments = []
+    if cluster < plan.sk_units:
+        cursor = range_begin + ipu + (cluster < extra)
+        while cursor > range_begin:
+            tile = (cursor - 1) // kt
+            k_begin = max(tile * kt, range_begin) - tile * kt
+            segments.append((tile, k_begin, cursor - tile * kt))
+            cursor = tile * kt + k_begin
+    tile = plan.sk_tiles + cluster
+    while tile < plan.tiles:
+        segments.append((tile, 0, kt))
+        tile += plan.clusters
+    return segments
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+def test_every_k_tile_of_every_tile_is_computed_once_and_final_ranges_wait_only_on_earlier_clusters(shape):
+    module = _step12()
+    plan = module.plan_decomposition(*shape, 132)
+    assert plan.clusters * plan.cluster == 132 and plan.tile_n in module.TILE_WIDTHS
+    owner: dict[tuple[int, int], int] = {}
+    partial = {}
+    for cluster in range(plan.clusters):
+        segments = _segments(plan, cluster)
+        for tile, k_begin, k_end in segments:
+            for k in range(k_begin, k_end):
+                assert (tile, k) not in owner, f"K tile {k} of tile {tile} twice"
+                owner[tile, k] = cluster
+        partials = [s for s in segments if s[2] < plan.k_tiles]
+        assert partials in ([], segments[:1]), "a cluster's only partial range is its first unit"
+        if partials:
+            partial[cluster] = partials[0]
+    assert len(owner) == plan.tiles * plan.k_tiles
+    for (tile, k), cluster in owner.items():
+        if k == plan.k_tiles - 1 and owner[tile, 0] != cluster:  # a final range that waits
+            first = _first_unit(plan, tile)
+            assert first == owner[tile, 0] and first < cluster
+            assert all(partial[u][0] == tile for u in range(first, cluster))
+
+
+def _first_unit(plan, tile: int) -> int:
+    """WorkUnits.first_unit, in Python."""
+    ipu, extra, first = plan.iterations_per_unit, plan.extra, tile * plan.k_tiles
+    return first // (ipu + 1) if first < extra * (ipu + 1) else extra + (first - extra * (ipu + 1)) // ipu
+
+
+def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
+    module = _step12()
+    small = module.plan_decomposition(256, 4096, 4096, 132)  # 16 of step 10's tiles for 66 clusters
+    assert small.tiles >= 0.9 * small.clusters or small.sk_units == small.clusters
+    square = module.plan_decomposition(4096, 4096, 4096, 132)  # 3.9 waves of whole tiles: step 10's choice
+    assert (square.tile_n, square.cluster, square.sk_units) == (256, 2, 0)
+    assert module.plan_decomposition(128, 28672, 4096, 132).cluster == 1  # a pair would leave half its CTAs idle
+
+
+@pytest.mark.parametrize("shape,message", [
+    ("7x7x8", "N=7 is not a positive multiple of 8 (a TMA descriptor's rows must be a multiple of 16 bytes"),
+    ("8x8x12", "K=12 is not a positive multiple of 8"),
+    ("0x8x8", "M=0: a matrix needs at least one row and one column"),
+])
+def test_a_shape_a_ragged_step_cannot_take_is_one_line_and_exit_2(shape, message):
+    done = subprocess.run([sys.executable, "-m", "grader", "--step", "11", "--impl", "solutions", "--track", "hopper",
+                           "--shape", shape], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_step_12s_wgmma_check_takes_its_three_widths_and_nothing_else():
+    check = features.WGMMA_PER_SHAPE
+    for width in (64, 128, 256):
+        assert check.passes(SimpleNamespace(sass=f"HGMMA.64x{width}x16.F32.F16 R24, gdesc[UR4]"), None)
+    assert not check.passes(SimpleNamespace(sass="HGMMA.64x32x16.F32.F16 R24, gdesc[UR4]"), None)
+    assert not check.passes(SimpleNamespace(sass="HMMA.16816.F32 R4, R8, R12, R4"), None)
