@@ -85,13 +85,13 @@ def render(track: str, step: int, todo: int | None, level: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = cli._Parser(prog="python -m grader.commands.hint", description="Help for a step's TODOs, in levels.")
-    parser.add_argument("--step", required=True, help="1..10")
+    parser.add_argument("--step", required=True, help="1..10 (Hopper: 1..12)")
     parser.add_argument("--todo", default="", help="k of TODO N.k (default: list the step's TODOs)")
     parser.add_argument("--level", default="1", help="1 idea, 2 API calls, 3 reference lines (default 1)")
     parser.add_argument("--track", default="auto", help="blackwell or hopper (default: the GPU's, else blackwell)")
     try:
         args = parser.parse_args(argv)
-        step = _number(args.step, "--step", range(1, 11))
+        step = _number(args.step, "--step", range(1, max(len(steps) for steps in STEPS.values()) + 1))
         level = _number(args.level, "--level", LEVELS)
         todo = _number(args.todo, "--todo", range(1, 100)) if args.todo else None
         track = args.track if args.track != "auto" else _auto_track()

@@ -66,7 +66,9 @@ def hgemm_v11(M, N, K, sm_count):
     CLUSTER = 2  # CTAs per cluster, stacked along M
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
+    # >>> TODO 11.1: K tiles for any K
     K_TILES = -(-K // BLK_K)  # ceiling division: the last K tile may hang over K (its columns load as zeros)
+    # <<< TODO 11.1
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
     EPI_N = 128  # columns per TMA store: each consumer writes its 64x256 rows in two halves
@@ -114,9 +116,11 @@ def hgemm_v11(M, N, K, sm_count):
         T.cuda.cluster_sync()
 
         # ---- tile scheduler over 256x256 cluster tiles: both CTAs of a cluster get the same ----
+        # >>> TODO 11.2: cluster tiles for any M and N
         tile_scheduler = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),  # tiles hang over the edges
             l2_group_size=8, num_clusters=sm_count // CLUSTER)
+        # <<< TODO 11.2
         tile_scheduler.init(bx // CLUSTER)
         m_st = T.meta_var(tile_scheduler.m_idx * (CLUSTER * BLK_M) + rank * BLK_M)
         n_st = T.meta_var(tile_scheduler.n_idx * BLK_N)
@@ -131,6 +135,7 @@ def hgemm_v11(M, N, K, sm_count):
                         for k in range(K_TILES):
                             mma2tma.wait(produce.stage, produce.phase)
                             tma2mma.arrive(produce.stage, TMA_BYTES)
+                            # >>> TODO 11.3: loads that may hang over the matrix
                             Tx.copy_async(Asmem[produce.stage, :, :],
                                           A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
@@ -140,6 +145,7 @@ def hgemm_v11(M, N, K, sm_count):
                                             k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
                                           cta_mask=(1 << CLUSTER) - 1)
+                            # <<< TODO 11.3
                             produce.advance()
                         tile_scheduler.next_tile()
         else:
@@ -193,10 +199,12 @@ def hgemm_v11(M, N, K, sm_count):
                     if warp_id == 0:
                         if T.cuda.elect_sync():
                             row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
+                            # >>> TODO 11.4: stores clipped at the matrix's edge
                             for part in T.unroll(EPI_N // 64):
                                 col = T.meta_var(n_st + half * EPI_N + part * 64)
                                 Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
                                               Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            # <<< TODO 11.4
                             T.ptx.cp.async_.bulk.commit_group()
                 tile_scheduler.next_tile()
 
