@@ -63,10 +63,12 @@ class Decomposition:
     @property
     def estimated_cost(self) -> float:
         """The busiest cluster's time in the units of ITERATION_COST."""
+        # >>> TODO 12.1: the busiest cluster's time
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
         fixup = FIXUP_COST[self.tile_n] if self.sk_units else 0.0
         return (whole_tiles_each * self.k_tiles + range_each) * ITERATION_COST[self.tile_n] + fixup
+        # <<< TODO 12.1
 
     @property
     def kind(self) -> str:
@@ -78,11 +80,12 @@ class Decomposition:
 
 
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
-    """The host's choice for one shape: of whole tiles and stream-K, at each tile width, the
-    decomposition whose busiest cluster finishes first (estimated_cost, stream-K's times
-    STREAM_K_MARGIN); on a tie the earlier of
-    (whole tiles, then stream-K; wider first). Narrower tiles fill the GPU at small M as cuBLAS's
-    do; stream-K evens out the last wave, at the price of a fixup per unit."""
+    """The host's choice for one shape: of whole tiles and stream-K, for each cluster size and tile
+    width, the decomposition whose busiest cluster finishes first (estimated_cost, stream-K's times
+    STREAM_K_MARGIN); on a tie the earlier (pairs first, wider first, whole tiles first). Narrower
+    tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave, at the price of a
+    fixup per unit."""
+    # >>> TODO 12.2: the host's choice
     k_tiles = -(-K // BLK_K)
     candidates = []
     for cluster in CLUSTER_SIZES:
@@ -91,12 +94,14 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
             candidates += [Decomposition(tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0),
                            stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster)]
     return min(candidates, key=lambda plan: plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0))
+    # <<< TODO 12.2
 
 
 def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int) -> Decomposition:
     """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
     K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
     least MIN_K_TILES_PER_UNIT iterations. Whole tiles where that cannot be had."""
+    # >>> TODO 12.3: stream-K over the last waves
     full_waves, tail = divmod(tiles, clusters)
     whole_tiles = Decomposition(tile_n, cluster, tiles, k_tiles, clusters, 0, 0)
     if tail == 0:
@@ -108,6 +113,7 @@ def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int)
     if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
         return whole_tiles
     return Decomposition(tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units)
+    # <<< TODO 12.3
 
 
 @T.meta_class
@@ -130,12 +136,14 @@ class WorkUnits:
 
     @T.inline
     def _segment_ending_at(self, cursor):
+        # >>> TODO 12.4: the segment of a range that ends at an iteration
         K_TILES = T.meta_var(self.plan.k_tiles)
         self.tile = (cursor - 1) // K_TILES
         self.k_begin = T.max(self.tile * K_TILES, self.range_begin) - self.tile * K_TILES
         self.k_end = cursor - self.tile * K_TILES
         self.cursor = self.tile * K_TILES + self.k_begin
         self.tile_order.update_current_m_n_idx(self.tile)
+        # <<< TODO 12.4
 
     @T.inline
     def _data_parallel(self, tile):
@@ -147,6 +155,7 @@ class WorkUnits:
 
     @T.inline
     def init(self, cluster):
+        # >>> TODO 12.5: a cluster's first unit
         IPU = T.meta_var(self.plan.iterations_per_unit)
         EXTRA = T.meta_var(self.plan.extra)
         self.range_begin = cluster * IPU + T.min(cluster, EXTRA)
@@ -154,26 +163,31 @@ class WorkUnits:
             self._segment_ending_at(self.range_begin + IPU + T.Select(cluster < EXTRA, 1, 0))
         else:
             self._data_parallel(self.plan.sk_tiles + cluster)
+        # <<< TODO 12.5
 
     @T.inline
     def next(self, cluster):
+        # >>> TODO 12.6: the next unit
         if self.cursor > self.range_begin:
             self._segment_ending_at(self.cursor)
         elif self.cursor >= 0:  # the stream-K range is done
             self._data_parallel(self.plan.sk_tiles + cluster)
         else:
             self._data_parallel(self.tile + self.plan.clusters)
+        # <<< TODO 12.6
 
     def valid(self):
         return self.tile < self.plan.tiles
 
     def first_unit(self):
         """The cluster whose range holds this tile's first iteration."""
+        # >>> TODO 12.7: the cluster that holds a tile's first K tile
         IPU, EXTRA = self.plan.iterations_per_unit, self.plan.extra
         if IPU == 0:  # no stream-K tiles: every tile is its own first and final split
             return self.plan.clusters
         first = self.tile * self.plan.k_tiles
         return T.Select(first < EXTRA * (IPU + 1), first // (IPU + 1), EXTRA + (first - EXTRA * (IPU + 1)) // IPU)
+        # <<< TODO 12.7
 
 
 def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
@@ -370,6 +384,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             mma2tma.arrive(release.stage, remote=peer)
                 release.advance()
 
+                # >>> TODO 12.8: leave a partial sum for the tile's final range
                 if work.k_end < K_TILES:
                     # ---- not the tile's last K tiles: leave the partial sum for the tile's final split ----
                     for i in T.unroll(ACC):
@@ -381,6 +396,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             T.evaluate(T.cuda.atomic_add(locks.ptr_to([lock_index]), work.k_end - work.k_begin))
                     work.next(cluster)
                     continue
+                # <<< TODO 12.8
+                # >>> TODO 12.9: the final range: wait for the partial sums, add them
                 if work.k_begin > 0:
                     # ---- the tile's final split: wait for K tiles 0..k_begin, add them in K order ----
                     if warp_id == 0:
@@ -393,6 +410,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                     for unit in range(work.first_unit(), cluster):
                         for i in T.unroll(ACC):
                             acc[i] = acc[i] + partials[unit, rank, consumer, i, thread]
+                # <<< TODO 12.9
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
