@@ -1,7 +1,7 @@
-"""A single-node Slurm on localhost for the tests: Debian's slurm-wlm (slurmctld + slurmd) with munge, two GPUs
+"""A single-node Slurm on localhost for the tests: Debian's slurm-wlm (slurmctld + slurmd) with munge, three GPUs
 declared as gres, all state under one folder, started and stopped by the test.
 
-The GPUs are /dev/tty10 and /dev/tty11 declared as gres: Slurm hands each task one of them and sets its
+The GPUs are /dev/tty10 to /dev/tty12 declared as gres: Slurm hands each task one of them and sets its
 CUDA_VISIBLE_DEVICES, as it does for a real GPU; the tasks find no CUDA device behind it, so what runs there is
 the CPU grade (builds and static checks). Needs root (slurmd runs the jobs as the submitting user, here root)
 and, on a machine without Slurm, apt (the packages are about 12 MiB; installing them takes seconds).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
-FAKE_GPUS = ("/dev/tty10", "/dev/tty11")
+FAKE_GPUS = 3  # /dev/tty10, /dev/tty11, ...
 NODE = "localhost"
 START_TIMEOUT_S = 60.0
 
@@ -63,7 +63,7 @@ def install() -> None:
 
 
 def start(root: Path) -> Cluster:
-    """Write a slurm.conf for one node with two GPUs under root, start munge (unless it runs), slurmctld and
+    """Write a slurm.conf for one node with three GPUs under root, start munge (unless it runs), slurmctld and
     slurmd, and wait until the node takes jobs."""
     if os.geteuid() != 0:
         raise Unavailable("a single-node Slurm needs root here (slurmd runs jobs as their user)")
@@ -118,8 +118,8 @@ def _write_config(root: Path) -> Path:
     spool = root / "spool"
     for folder in (state, spool):
         folder.mkdir(parents=True, exist_ok=True)
-    cpus = os.cpu_count() or 1
-    (root / "gres.conf").write_text(f"AutoDetect=off\nNodeName={NODE} Name=gpu File=/dev/tty[10-11]\n")
+    cpus = max(os.cpu_count() or 1, FAKE_GPUS)  # a task takes a CPU: as many as GPUs, so that GPUs bound the tasks
+    (root / "gres.conf").write_text(f"AutoDetect=off\nNodeName={NODE} Name=gpu File=/dev/tty[10-{9 + FAKE_GPUS}]\n")
     conf = root / "slurm.conf"
     conf.write_text("\n".join([
         "ClusterName=gradeclass",
@@ -147,7 +147,7 @@ def _write_config(root: Path) -> Path:
         "GresTypes=gpu",
         "MpiDefault=none",
         "SchedulerParameters=sched_interval=1",
-        f"NodeName={NODE} NodeAddr=127.0.0.1 CPUs={cpus} Gres=gpu:{len(FAKE_GPUS)} State=UNKNOWN",
+        f"NodeName={NODE} NodeAddr=127.0.0.1 CPUs={cpus} Gres=gpu:{FAKE_GPUS} State=UNKNOWN",
         f"PartitionName=gpu Nodes={NODE} Default=YES MaxTime=INFINITE State=UP",
         "",
     ]))

@@ -164,12 +164,15 @@ def test_step(test: dict) -> int:
 
 
 def first_problem(entry: dict | None) -> str:
+    """The step's first problem in one line: its first line, and the line after when the first only introduces it
+    ("build failed for sm_90a:")."""
     if entry is None:
         return "not graded: the grade stopped before this step"
-    text = next((p for p in entry["problems"] if p.strip()), "")
-    first = text.strip().splitlines()[0] if text else f"build {entry['build']}, static checks {entry['features']}, " \
-                                                       f"correctness {entry['correctness']}, speed {entry['speed']}"
-    return first[:300]
+    lines = [line.strip() for line in next((p for p in entry["problems"] if p.strip()), "").splitlines() if line.strip()]
+    if not lines:
+        return (f"build {entry['build']}, static checks {entry['features']}, correctness {entry['correctness']}, "
+                f"speed {entry['speed']}")
+    return " ".join(lines[:2] if lines[0].endswith(":") else lines[:1])[:300]
 
 
 def final_step_share(entry: dict | None) -> float | None:
