@@ -12,81 +12,43 @@ import json
 import os
 import re
 import signal
-import stat
 import subprocess
 import sys
 import time
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 
 import slurm_cluster
 from conftest import REPO
 from grader.analysis import features
 from grader.commands.grade_class import __main__ as grade_class
 from grader.commands.grade_class import intake, local, similarity, store, summary
-from grader.core.steps import STEPS
-from known_bad import VARIANTS
+from sample_class import STEP_FILES, TRACK, solution, variant, write_export, write_zip, write_zips
 
-TRACK = "hopper"
-STEP_FILES = {n: STEPS[TRACK][n].file_name for n in (1, 2)}
-POINTS = {1: 5.0, 2: 5.0}  # the autograder's default weights of steps 1 and 2
 # a hang costs its student this long; the other students' grades (about 20 s each alone) stay well under it
 STUDENT_TIMEOUT_S = 90
 GRADE_OPTIONS = ["--track", TRACK, "--steps", "1 2", "--without-gpu", "--student-timeout", str(STUDENT_TIMEOUT_S)]
 
 
-def _solution(step: int) -> str:
-    return (REPO / "solutions" / TRACK / STEP_FILES[step]).read_text()
-
-
-def _variant(name: str) -> str:
-    return next(v for v in VARIANTS if v.name == name).source()
-
-
-HANG_AT_IMPORT = "\nimport time\ntime.sleep(3600)\n"
-CRASH_AT_IMPORT = "\nraise RuntimeError('the student file crashed at import')\n"
-# rewrites a file of the judging course copy (the build process's parent works there); the grade must catch it
-TAMPER = ("\nimport os\nwith open(os.path.join(os.readlink(f'/proc/{os.getppid()}/cwd'), 'grader', 'speed_floors.json'), "
-          "'a') as floors:\n    floors.write(' ')\n")
-
-
 @dataclass(frozen=True)
 class Expected:
     outcome: str
-    steps: dict[int, float] | None = None  # points per step; None: none graded
+    steps: dict[int, float] | None = None  # points of the steps named; None: no points at all
     cause: str = ""  # a regular expression the record's one-line cause must match
 
 
-BOTH_STEPS = {1: _solution(1), 2: _solution(2)}
-
-# The Gradescope export: submission folders and submission_metadata.yml. The hang comes first: while it holds one
-# worker for STUDENT_TIMEOUT_S, the other grades the rest.
-EXPORT = {
-    "submission_100": ([("Dana Dix", "dana", "dana@uni.edu")],  # a hang at import
-                       {STEP_FILES[1]: _solution(1) + HANG_AT_IMPORT, STEP_FILES[2]: _solution(2)}),
-    "submission_102": ([("Bob Beck", "bob", "bob@uni.edu"), ("Bea Bell", "bea", "bea@uni.edu")],  # a group
-                       {f"hw/steps/{TRACK}/{STEP_FILES[n]}": s for n, s in BOTH_STEPS.items()}),
-    "submission_103": ([("Carl Cole", "carl", "carl@uni.edu")],  # a wrong kernel: one K tile
-                       {STEP_FILES[1]: _solution(1), STEP_FILES[2]: _variant("hopper-2-one-k-tile")}),
-    "submission_105": ([("Eve Ennis", "eve", "eve@uni.edu")],  # tampering with the grader
-                       {STEP_FILES[1]: _solution(1) + TAMPER, STEP_FILES[2]: _solution(2)}),
-    "submission_106": ([("Fay Ford", "fay", "fay@uni.edu")], {STEP_FILES[1]: _solution(1)}),  # + a link: refused
-}
 EXPORT_EXPECTED = {
     "bob": Expected(store.GRADED, {1: 5, 2: 5}),
     "carl": Expected(store.GRADED, {1: 5, 2: 0}, rf"step 2: .*{re.escape(features.K_LOOP.name)}"),
     "dana": Expected(store.TIMED_OUT, None, rf"did not finish in {STUDENT_TIMEOUT_S} s"),
-    # the grade stops at a tampering step; a sandbox that refuses the write fails the build instead
-    "eve": Expected(store.GRADED, None, r"step 1: .*(tried to change the grader|Permission denied|Read-only)"),
+    # the grade stops at a tampering step (step 2 not graded); a sandbox that refuses the write fails its build
+    "eve": Expected(store.GRADED, {1: 0}, r"step 1: .*(tried to change the grader|Permission denied|Read-only)"),
     "fay": Expected(store.REFUSED, None, r"refused: the submission holds a link: grader_link"),
 }
 
-# The folder of per-student zips and folders
 ZIPS_EXPECTED = {
     "gus": Expected(store.GRADED, {1: 5, 2: 5}),
     "hal": Expected(store.GRADED, {1: 0, 2: 5}, r"step 1: build failed.*the student file crashed at import"),
@@ -98,49 +60,6 @@ ZIPS_EXPECTED = {
     "ned": Expected(store.REFUSED, None, r"no hopper step files in the submission"),
     "oli": Expected(store.GRADED, {1: 5, 2: 0}, r"step 2: not implemented yet"),
 }
-
-
-def _zip(path: Path, files: dict[str, bytes], links: dict[str, str] = {}) -> None:
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-        for name, target in links.items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = (stat.S_IFLNK | 0o777) << 16
-            archive.writestr(info, target)
-
-
-def make_export(root: Path) -> Path:
-    export = root / "export"
-    metadata = {}
-    for folder, (people, files) in EXPORT.items():
-        for name, source in files.items():
-            (export / folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (export / folder / name).write_text(source)
-        metadata[folder] = {":submitters": [{":name": n, ":sid": s, ":email": e} for n, s, e in people],
-                            ":created_at": "2026-11-20 10:00:00.000000000 -08:00", ":score": 0.0}
-    (export / "submission_106" / "grader_link").symlink_to(REPO / "solutions")
-    (export / intake.GRADESCOPE_METADATA).write_text(yaml.safe_dump(metadata))
-    return export
-
-
-def make_zips(root: Path) -> Path:
-    zips = root / "zips"
-    zips.mkdir(parents=True)
-    both = {name: source.encode() for name, source in ((STEP_FILES[n], s) for n, s in BOTH_STEPS.items())}
-    _zip(zips / "gus.zip", both)
-    _zip(zips / "hal.zip", {**both, STEP_FILES[1]: (_solution(1) + CRASH_AT_IMPORT).encode()})
-    _zip(zips / "ivy.zip", {**both, "../../evil.py": b"print('out of the folder')\n"})
-    _zip(zips / "jon.zip", {STEP_FILES[2]: both[STEP_FILES[2]]}, links={STEP_FILES[1]: "/etc/passwd"})
-    _zip(zips / "kim.zip", {**both, "/etc/cron.d/evil": b"* * * * * root true\n"})
-    _zip(zips / "lea.zip", {**both, "big.bin": bytes(intake.MAX_FILE_BYTES + 1)})  # a small archive, huge unpacked
-    _zip(zips / "max.zip", {**both, STEP_FILES[1]: _variant("hopper-1-wgmma-on-one-warp").encode()})
-    (zips / "ned" / "steps" / "blackwell").mkdir(parents=True)  # only the other track's files
-    (zips / "ned" / "steps" / "blackwell" / STEPS["blackwell"][1].file_name).write_text(
-        (REPO / "solutions" / "blackwell" / STEPS["blackwell"][1].file_name).read_text())
-    (zips / "oli").mkdir()
-    (zips / "oli" / STEP_FILES[1]).write_text(_solution(1))  # step 2 not submitted: the skeleton is graded
-    return zips
 
 
 def _command(*args: str) -> list[str]:
@@ -164,11 +83,13 @@ def check_verdicts(out: Path, expected: dict[str, Expected]) -> None:
         record = records[student]
         assert record.outcome == want.outcome, (student, record)
         assert record.provisional
-        if want.steps is not None:
-            assert {int(n): p for n, p in record.step_scores.items()} == want.steps, (student, record)
+        points = {int(n): p for n, p in record.step_scores.items()}
+        if want.steps is None:
+            assert record.score == 0 and set(points.values()) <= {0.0}, (student, record)
         else:
-            assert record.score == 0, (student, record)
-        assert record.score == sum(want.steps.values()) if want.steps else record.score == 0
+            assert {n: points[n] for n in want.steps} == want.steps, (student, record)
+            if len(want.steps) == len(STEP_FILES):
+                assert record.score == sum(want.steps.values())
         if want.cause:
             assert re.search(want.cause, record.cause), (student, record.cause)
         else:
@@ -243,8 +164,8 @@ ZIPS_PEOPLE = {student: [student] for student in ZIPS_EXPECTED}
 @pytest.fixture(scope="module")
 def classes(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("class")
-    make_export(root)
-    make_zips(root)
+    write_export(root)
+    write_zips(root)
     return root
 
 
@@ -334,8 +255,8 @@ def test_the_similarity_of_a_file_leaves_out_the_skeletons_lines():
     skeleton_path = REPO / "steps" / TRACK / STEP_FILES[2]
     skeleton = similarity.fingerprints(skeleton_path.read_text(), STEP_FILES[2], set())
     assert similarity.fingerprints(skeleton_path.read_text(), STEP_FILES[2], skeleton) == set()
-    solution = similarity.fingerprints(_solution(2), STEP_FILES[2], skeleton)
-    wrong = similarity.fingerprints(_variant("hopper-2-one-k-tile"), STEP_FILES[2], skeleton)
+    solution = similarity.fingerprints(solution(2), STEP_FILES[2], skeleton)
+    wrong = similarity.fingerprints(variant("hopper-2-one-k-tile"), STEP_FILES[2], skeleton)
     assert solution and len(solution & wrong) / len(solution) > 0.5  # one line changed of the student's own code
 
 
@@ -344,7 +265,7 @@ def test_a_rerun_skips_the_graded_and_regrades_what_changed_or_what_only_and_for
     before = _records(out)
     zips = classes / "zips"
     original = (zips / "lea.zip").read_bytes()
-    _zip(zips / "lea.zip", {"step01_single_tile.py": b"", "../x": b""})  # lea uploads another archive
+    write_zip(zips / "lea.zip", {"step01_single_tile.py": b"", "../x": b""})  # lea uploads another archive
     try:
         done = _grade(zips, out, "--only", "ned", "--force", "--only", "kim")
         assert done.returncode == 0, done.stderr
@@ -436,7 +357,7 @@ def test_an_unreadable_gradescope_metadata_file_is_one_line(tmp_path):
 
 def test_a_zip_whose_header_understates_a_file_is_refused_at_the_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(intake, "MAX_FILE_BYTES", 1000)
-    _zip(tmp_path / "amy.zip", {"a.py": bytes(999), "b.py": bytes(5000)})
+    write_zip(tmp_path / "amy.zip", {"a.py": bytes(999), "b.py": bytes(5000)})
     taken = intake.take(intake.find(tmp_path)[0], tmp_path / "out")
     assert taken.refused == "the archive holds a huge file: b.py (5000 bytes unpacked, at most 1000 taken)"
     assert not (tmp_path / "out").exists()

@@ -86,7 +86,11 @@ class ClassFile:
     run: str  # the `grade` run that wrote it
 
     def submission(self, student: str) -> Submission:
-        return next(s for s in self.submissions if s.id == student)
+        """The student's submission; KeyError if the class has no such student."""
+        for submission in self.submissions:
+            if submission.id == student:
+                return submission
+        raise KeyError(student)
 
 
 @dataclass

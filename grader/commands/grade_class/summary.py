@@ -10,7 +10,8 @@ leaderboard.csv  rank, submission, sids, share_of_cublas: the last graded step's
 failures.csv     submission, sids, outcome, step, cause: one row per step that lost points and one per student not
                  graded, each cause in one line.
 manifest.json    grader version, track, arch, GPU models, seed, steps and weights, each run (engine, start and
-                 end, GPUs taken out of the pool), and per student the content hash, outcome, start and end.
+                 end, GPUs taken out of the pool), the GPU checks after illegal-address faults, and per student the
+                 content hash, outcome, start and end.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def write(out: Path, class_file: store.ClassFile, records: dict[str, store.Recor
         "weights": {str(n): settings.weights[n - 1] for n in settings.steps},
         "runs": [*runs, run],
         "gpus_taken_out": [gpu for past in [*runs, run] for gpu in past.get("gpus_taken_out", [])],
+        # after each illegal-address fault: the GPU's check (on Slurm, a failed one names the node to drain)
+        "gpu_checks": [{"student": r.id, "where": r.where, "result": r.gpu_check} for r in graded if r.gpu_check],
         "students": [{
             "id": submission.id,
             "source": submission.source,

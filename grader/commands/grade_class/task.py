@@ -56,7 +56,12 @@ def main(out: Path, student: str, run: str) -> int:
     """Grade `student` of the class in OUT; the run names the `grade` invocation that asked for it."""
     _die_with_parent()
     signal.signal(signal.SIGTERM, _interrupt)
-    class_file = store.read_class(out)
+    try:
+        class_file = store.read_class(out)
+        class_file.submission(student)
+    except (OSError, ValueError, KeyError) as err:
+        print(f"grade-class task: no student {student!r} in the class of {out} ({err})", file=sys.stderr)
+        return INFRASTRUCTURE_EXIT
     folder = store.student_dir(out, student)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "w") as lock:
