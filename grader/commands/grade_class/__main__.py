@@ -182,7 +182,7 @@ def grade(options: argparse.Namespace) -> int:
               f" on {len(gpus)} GPU{'s' if len(gpus) != 1 else ''} ({', '.join(models)})" if gpus else "")) +
           ("" if expect_gpu else "; no GPU: builds and static checks only, every score provisional"), file=sys.stderr)
 
-    run_info = {"run": run, "engine": options.engine, "started_at": started, "graded": len(todo),
+    run_info = {"run": run, "engine": options.engine, "started_at": started, "students_to_grade": len(todo),
                 "command": " ".join(["python -m grader.commands.grade_class", *sys.argv[1:]])}
     if options.engine == "local":
         status_code = _grade_locally(out, class_file, todo, gpus, workers, retries, run, run_info)

@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
