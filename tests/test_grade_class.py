@@ -356,12 +356,27 @@ def test_an_unreadable_gradescope_metadata_file_is_one_line(tmp_path):
         intake.find(tmp_path)
 
 
-def test_a_zip_whose_header_understates_a_file_is_refused_at_the_limit(tmp_path, monkeypatch):
+@pytest.mark.parametrize("files,refusal", [
+    ({"a.py": bytes(999), "b.py": bytes(1001)}, "the archive holds a huge file: b.py (1001 bytes unpacked, at most "
+                                                "1000 taken)"),
+    ({f"{n}.py": bytes(1000) for n in range(5)}, "the archive unpacks to more than 4000 bytes"),
+    ({"a.py": b"", "C:/x.py": b""}, "the archive holds an absolute path: C:/x.py"),
+])
+def test_an_archive_past_the_limits_is_refused_and_nothing_of_it_unpacked(tmp_path, monkeypatch, files, refusal):
     monkeypatch.setattr(intake, "MAX_FILE_BYTES", 1000)
-    write_zip(tmp_path / "amy.zip", {"a.py": bytes(999), "b.py": bytes(5000)})
+    monkeypatch.setattr(intake, "MAX_TOTAL_BYTES", 4000)
+    write_zip(tmp_path / "amy.zip", files)
     taken = intake.take(intake.find(tmp_path)[0], tmp_path / "out")
-    assert taken.refused == "the archive holds a huge file: b.py (5000 bytes unpacked, at most 1000 taken)"
+    assert taken.refused == refusal
     assert not (tmp_path / "out").exists()
+
+
+def test_a_corrupt_zip_is_refused(tmp_path):
+    write_zip(tmp_path / "amy.zip", {"step01_single_tile.py": bytes(5000)})
+    data = bytearray((tmp_path / "amy.zip").read_bytes())
+    data[40:60] = bytes(20)  # inside the file's compressed bytes
+    (tmp_path / "amy.zip").write_bytes(bytes(data))
+    assert intake.take(intake.find(tmp_path)[0], tmp_path / "out").refused.startswith("not a readable zip archive")
 
 
 def _submission(student: str) -> store.Submission:

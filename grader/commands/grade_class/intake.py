@@ -29,7 +29,6 @@ GRADESCOPE_METADATA = "submission_metadata.yml"
 MAX_FILE_BYTES = 8 << 20  # a step file is tens of KiB
 MAX_TOTAL_BYTES = 64 << 20
 MAX_FILES = 2000
-CHUNK = 1 << 16
 
 
 class BadSubmissions(Exception):
@@ -120,44 +119,30 @@ def take(found: Found, out: Path) -> Submission:
 
 
 def _read_zip(path: Path) -> dict[str, bytes]:
+    """The archive's files. zipfile never yields more of an entry than its declared size (it stops there and checks
+    the CRC), so the declared sizes bound what is unpacked: they are checked before anything is read."""
     try:
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
             if len(infos) > MAX_FILES:
                 raise Refused(f"the archive holds {len(infos)} entries (at most {MAX_FILES} are taken)")
-            files: dict[str, bytes] = {}
             for info in infos:
-                name = _safe_name(info.filename)
+                _safe_name(info.filename)
                 kind = stat.S_IFMT(info.external_attr >> 16)
                 if kind == stat.S_IFLNK:
                     raise Refused(f"the archive holds a link: {info.filename}")
                 if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
                     raise Refused(f"the archive holds {info.filename}, which is not a plain file")
-                if info.is_dir():
-                    continue
                 if info.flag_bits & 0x1:
                     raise Refused(f"the archive holds an encrypted file: {info.filename}")
-                files[name] = _read_bounded(archive, info, sum(len(data) for data in files.values()))
-            return files
+                if info.file_size > MAX_FILE_BYTES:
+                    raise Refused(f"the archive holds a huge file: {info.filename} ({info.file_size} bytes unpacked, "
+                                  f"at most {MAX_FILE_BYTES} taken)")
+            if sum(info.file_size for info in infos) > MAX_TOTAL_BYTES:
+                raise Refused(f"the archive unpacks to more than {MAX_TOTAL_BYTES} bytes")
+            return {_safe_name(info.filename): archive.read(info) for info in infos if not info.is_dir()}
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as err:
         raise Refused(f"not a readable zip archive ({' '.join(str(err).split())[:120]})") from None
-
-
-def _read_bounded(archive: zipfile.ZipFile, info: zipfile.ZipInfo, total: int) -> bytes:
-    """The file's bytes, read in chunks and stopped past the limits whatever its header declares."""
-    if info.file_size > MAX_FILE_BYTES:
-        raise Refused(f"the archive holds a huge file: {info.filename} ({info.file_size} bytes unpacked, at most "
-                      f"{MAX_FILE_BYTES} taken)")
-    chunks, size = [], 0
-    with archive.open(info) as stream:
-        while chunk := stream.read(CHUNK):
-            size += len(chunk)
-            if size > MAX_FILE_BYTES:
-                raise Refused(f"the archive holds a huge file: {info.filename} (more than {MAX_FILE_BYTES} bytes)")
-            if total + size > MAX_TOTAL_BYTES:
-                raise Refused(f"the archive unpacks to more than {MAX_TOTAL_BYTES} bytes")
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _safe_name(name: str) -> str:
