@@ -429,3 +429,13 @@ def test_the_gradebook_has_a_row_per_submitter_and_empty_points_when_not_graded(
         "bea,Bea,e@x,bob,graded,yes,5,0,5,10",
         "amy,,,amy,not graded,yes,,,,10",
     ]
+
+
+def test_an_infrastructure_error_does_not_replace_a_grade_of_the_same_submission(tmp_path):
+    graded = store.Record("amy", "k", "h", "v", "none", store.GRADED, 5.0, 10.0, True)
+    store.write_record(tmp_path, graded)
+    store.write_record(tmp_path, store.Record("amy", "k", "h", "v", "none", store.INFRASTRUCTURE, 0.0, 10.0, True))
+    assert store.read_record(tmp_path, "amy") == graded
+    changed = store.Record("amy", "k2", "h2", "v", "none", store.INFRASTRUCTURE, 0.0, 10.0, True, "node lost")
+    store.write_record(tmp_path, changed)  # a new submission: the old grade is not its grade
+    assert store.read_record(tmp_path, "amy") == changed

@@ -96,9 +96,10 @@ def task_launcher(out: Path, run: str, settings: store.Settings, running: dict[s
             raise Busy(submission.id)
         if record is None or record.run != run or record.started_at < started:
             what = "did not finish in time" if returncode is None else f"ended with exit status {returncode}"
-            return task.make_record(submission, settings, store.NO_GPU, store.INFRASTRUCTURE,
-                                    f"the grading task {what} without a record (see {folder / 'task.txt'})",
-                                    run=run, started=started)
+            record = task.make_record(submission, settings, store.NO_GPU, store.INFRASTRUCTURE,
+                                      f"the grading task {what} without a record (see {folder / 'task.txt'})",
+                                      run=run, started=started)
+            store.write_record(out, record)  # for failures.csv; a rerun tries again
         return record
 
     return launch
