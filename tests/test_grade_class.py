@@ -439,3 +439,17 @@ def test_an_infrastructure_error_does_not_replace_a_grade_of_the_same_submission
     changed = store.Record("amy", "k2", "h2", "v", "none", store.INFRASTRUCTURE, 0.0, 10.0, True, "node lost")
     store.write_record(tmp_path, changed)  # a new submission: the old grade is not its grade
     assert store.read_record(tmp_path, "amy") == changed
+
+
+def test_the_local_pool_is_the_gpus_cuda_visible_devices_names(tmp_path, monkeypatch):
+    """nvidia-smi lists the machine's GPUs; CUDA_VISIBLE_DEVICES (by index or UUID) picks the pool. Here CUDA sees
+    none of them (no driver), so they keep nvidia-smi's names."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\necho '0, GPU-aaa, NVIDIA H100 80GB HBM3'\necho '1, GPU-bbb, NVIDIA H100 80GB HBM3'\n"
+                    "echo '2, GPU-ccc, NVIDIA H100 80GB HBM3'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-aaa")
+    assert local.find_gpus() == [local.Gpu("0", "NVIDIA H100 80GB HBM3"), local.Gpu("2", "NVIDIA H100 80GB HBM3")]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert local.find_gpus() == []

@@ -38,7 +38,8 @@ class Gpu:
 
 
 def find_gpus() -> list[Gpu]:
-    """This machine's GPUs (nvidia-smi), only those CUDA_VISIBLE_DEVICES names when it is set."""
+    """This machine's GPUs (nvidia-smi), only those CUDA_VISIBLE_DEVICES names when it is set, each named as CUDA
+    names it (gpu_probe: the name each student's record keys its grade by)."""
     if not shutil.which("nvidia-smi"):
         return []
     try:
@@ -53,7 +54,12 @@ def find_gpus() -> list[Gpu]:
     if visible is not None:
         wanted = [item.strip() for item in visible.split(",") if item.strip()]
         gpus = [gpu for gpu in gpus if gpu[0] in wanted or gpu[1] in wanted]
-    return [Gpu(index, name) for index, _, name in gpus]
+    if not gpus:
+        return []
+    seen = task.gpu_probe({**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(index for index, _, _ in gpus)}).get("names")
+    # CUDA's names, in CUDA_VISIBLE_DEVICES order; nvidia-smi's if CUDA sees other devices (each task's check says why)
+    names = seen if seen and len(seen) == len(gpus) else [name for _, _, name in gpus]
+    return [Gpu(index, name) for (index, _, _), name in zip(gpus, names)]
 
 
 @dataclass

@@ -103,7 +103,7 @@ def grade(out: Path, class_file: store.ClassFile, submission: store.Submission, 
                            **fields)
 
     if settings.expect_gpu:
-        probe = _probe(env)
+        probe = gpu_probe(env)
         if "error" in probe or probe["count"] != 1:
             seen = probe.get("error") or f"it sees {probe['count']} CUDA devices, not one"
             return record(store.INFRASTRUCTURE, store.NO_GPU, f"the GPU check before grading failed: {seen}")
@@ -188,8 +188,8 @@ def final_step_share(entry: dict | None) -> float | None:
     return largest["share_of_cublas"]
 
 
-def _probe(env: dict[str, str], *args: str) -> dict:
-    """gpu_probe's answer, or {"error": why} when it gave none."""
+def gpu_probe(env: dict[str, str], *args: str) -> dict:
+    """gpu_probe's answer in that environment, or {"error": why} when it gave none."""
     try:
         done = subprocess.run(sandbox.python_command("grader.commands.grade_class.gpu_probe", *args), env=env,
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
@@ -202,7 +202,7 @@ def _probe(env: dict[str, str], *args: str) -> dict:
 
 
 def _gpu_check(env: dict[str, str]) -> str:
-    answer = _probe(env, "--check")
+    answer = gpu_probe(env, "--check")
     return answer.get("check") or f"failed: {answer.get('error')}"
 
 
