@@ -82,7 +82,7 @@ def task_launcher(out: Path, run: str, settings: store.Settings, running: dict[s
     def launch(submission: store.Submission, gpu: Gpu | None) -> store.Record:
         folder = store.student_dir(out, submission.id)
         folder.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible if gpu else ""}
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu.visible if gpu else "", task.ENGINE_PID: str(os.getpid())}
         started = task.now()
         with open(folder / "task.txt", "w") as log:
             child = subprocess.Popen(sandbox.python_command("grader.commands.grade_class", "task", str(out),

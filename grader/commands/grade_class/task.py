@@ -38,6 +38,7 @@ INFRASTRUCTURE_EXIT = 3
 BUSY_EXIT = 4
 PROBE_TIMEOUT_S = 120.0
 PR_SET_PDEATHSIG = 1
+ENGINE_PID = "GRADE_CLASS_ENGINE_PID"  # set by the local engine for its tasks
 ILLEGAL_ADDRESS = re.compile(r"illegal (memory access|address|instruction)", re.IGNORECASE)
 STEP_MARKER = re.compile(r"^grading (?:blackwell|hopper) step (\d+) \.\.\.$", re.MULTILINE)
 REPORT_HEADER = re.compile(r"^grading \w+/\w+ for ", re.MULTILINE)  # the terminal report after the last step
@@ -53,7 +54,8 @@ def now() -> str:
 
 def main(out: Path, student: str, run: str) -> int:
     """Grade `student` of the class in OUT; the run names the `grade` invocation that asked for it."""
-    _die_with_parent()
+    if not _die_with_parent():
+        return 128 + signal.SIGTERM
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         class_file = store.read_class(out)
@@ -79,10 +81,13 @@ def main(out: Path, student: str, run: str) -> int:
     return INFRASTRUCTURE_EXIT if not record.final else 0
 
 
-def _die_with_parent() -> None:
-    """A local worker's task gets SIGTERM when the engine dies, however it dies (a kill -9 too)."""
+def _die_with_parent() -> bool:
+    """A local worker's task gets SIGTERM when the engine dies, however it dies (a kill -9 too). False when the
+    engine that started it died before this was set (its pid, in ENGINE_PID, is no longer the parent's)."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    engine = os.environ.get(ENGINE_PID)
+    return engine is None or os.getppid() == int(engine)
 
 
 def _interrupt(signum: int, frame: object) -> None:
