@@ -26,7 +26,7 @@ quote = '$(subst ','\'',$(1))'
 GRADER_ARGS = --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) \
 	--arch $(call quote,$(ARCH)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
-.PHONY: help setup grade hint inspect debug timeline check sanitize bench calibrate autograder test notebooks wheelhouse clean
+.PHONY: help setup grade hint inspect debug timeline check sanitize bench calibrate autograder grade-class grade-class-status test notebooks wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
@@ -40,6 +40,9 @@ help:
 	@echo "make bench [BENCH_OUT=reports/bench]         every reference step vs cuBLAS at 5 shapes: .md, .json, .png (GPU)"
 	@echo "make calibrate [STEP=all] [SHAPES=...] [MARGIN=0.5]  set the speed floors (grader/speed_floors.json) from the reference solutions on this GPU"
 	@echo "make autograder                              build/autograder.zip: a Gradescope autograder (instructor mode; see README)"
+	@echo "make grade-class SUBMISSIONS=dir OUT=dir [ENGINE=local|slurm] [TRACK=...] [STEPS='1 2'] [ONLY=sid] [FORCE=1] [CLASS_ARGS=...]"
+	@echo "                                             grade a whole class on this machine's GPUs or on Slurm (see README)"
+	@echo "make grade-class-status OUT=dir              how far a class's grade is"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
 	@echo "make notebooks [TRACK=hopper|blackwell]      Jupyter on notebooks/, the walk-throughs (TRACK: without a GPU)"
 	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
@@ -95,6 +98,16 @@ calibrate: $(ENV_READY)
 
 autograder: $(ENV_READY)
 	$(PYTHON) -m grader.commands.autograder package --out build/autograder.zip
+
+ENGINE ?= local
+STEPS ?= 1 2 3 4 5 6 7 8 9 10
+grade-class: $(ENV_READY)
+	$(PYTHON) -m grader.commands.grade_class grade $(call quote,$(SUBMISSIONS)) --out $(call quote,$(OUT)) \
+	    --engine $(call quote,$(ENGINE)) --track $(call quote,$(TRACK)) --steps $(call quote,$(STEPS)) \
+	    $(foreach s,$(ONLY),--only $(call quote,$(s))) $(if $(FORCE),--force) $(CLASS_ARGS)
+
+grade-class-status: $(ENV_READY)
+	@$(PYTHON) -m grader.commands.grade_class status $(call quote,$(OUT))
 
 test: $(ENV_READY)
 	$(PYTHON) -m pytest tests

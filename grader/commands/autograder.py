@@ -112,17 +112,19 @@ def run(settings: Settings) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(log)
+    write_results(settings.results, results(track, numbers, weights, files, report, log))
+    return 0 if report else 1
+
+
+def results(track: str, numbers: list[int], weights: list[float], files: dict[int, StepFile], report: dict,
+            log: str) -> dict:
+    """Gradescope's results.json for a grade: one test per step, from the grader's JSON report ({} if it
+    wrote none) and its output."""
     steps = {entry["step"]: entry for entry in report.get("steps", [])}
     tests = [step_test(number, track, weights[number - 1], steps.get(number), files.get(number), report)
              for number in numbers]
-    graded = bool(report)
-    stopped = "" if graded else f"\nthe grader stopped without a report: {last_line(log)}"
-    write_results(settings.results, {
-        "score": sum(test["score"] for test in tests),
-        "output": summary(track, report) + stopped,
-        "tests": tests,
-    })
-    return 0 if graded else 1
+    stopped = "" if report else f"\nthe grader stopped without a report: {last_line(log)}"
+    return {"score": sum(test["score"] for test in tests), "output": summary(track, report) + stopped, "tests": tests}
 
 
 def read_weights(path: Path) -> list[float]:
@@ -201,6 +203,15 @@ def read_step_files(submission: Path, paths: dict[int, Path]) -> dict[int, StepF
 def grade(work: Path, track: str, numbers: list[int], files: dict[int, StepFile]) -> tuple[dict, str]:
     """Grade the steps `numbers` in a copy of the course at `work`: the student's files where given,
     the skeleton elsewhere. Returns the grader's JSON report ({} if it wrote none) and its output."""
+    report_path = prepare_course(work, track, numbers, files)
+    done = subprocess.run(grade_command(track, report_path), cwd=work, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    return read_report(report_path), done.stdout.strip()
+
+
+def prepare_course(work: Path, track: str, numbers: list[int], files: dict[int, StepFile]) -> Path:
+    """Copy the course to `work` with the student's files in steps/<track>/ (the skeleton for a step not
+    submitted, no file for a step not graded); return where the grade's JSON report will be."""
     for part in COURSE_PARTS:
         source = REPO_ROOT / part
         if source.is_file():
@@ -213,18 +224,21 @@ def grade(work: Path, track: str, numbers: list[int], files: dict[int, StepFile]
             (track_dir / spec.file_name).unlink()
         elif number in files:
             (track_dir / spec.file_name).write_bytes(files[number].source)
-    report_path = work / "reports" / "grade.json"
-    done = subprocess.run(
-        [sys.executable, "-s", "-m", "grader", "--instructor", "--step", "all", "--track", track,
-         "--json", str(report_path)],
-        cwd=work, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        errors="replace",
-    )
+    return work / "reports" / "grade.json"
+
+
+def grade_command(track: str, report_path: Path) -> list[str]:
+    """The one-student grade in instructor mode, run in the course copy that prepare_course made."""
+    return [sys.executable, "-s", "-m", "grader", "--instructor", "--step", "all", "--track", track,
+            "--json", str(report_path)]
+
+
+def read_report(path: Path) -> dict:
+    """The grader's JSON report; {} if it wrote none (it stopped, or was stopped, before the end)."""
     try:
-        report = json.loads(report_path.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
-        report = {}
-    return report, done.stdout.strip()
+        return {}
 
 
 def step_test(number: int, track: str, weight: float, entry: dict | None, file: StepFile | None,
@@ -274,9 +288,12 @@ def last_line(text: str) -> str:
 
 
 def write_results(folder: Path, results: dict) -> None:
+    """results.json, whole or not at all (a new file beside it, then renamed over it)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+        written = folder / ".results.json.part"
+        written.write_text(json.dumps(results, indent=2) + "\n")
+        os.replace(written, folder / "results.json")
     except OSError as err:
         print(f"autograder: cannot write {folder / 'results.json'} ({err.strerror})", file=sys.stderr)
 
