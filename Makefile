@@ -37,7 +37,7 @@ help:
 	@echo "make timeline STEP=8 [IMPL=...] [SHAPES=...] [TIMELINE_OUT=reports/timeline]  measured producer/consumer timeline of CTA 0: .json, .png (Hopper GPU; without one: what it would record)"
 	@echo "make check STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  run the step's barrier protocol on the CPU: deadlocks, stage races (no GPU needed)"
 	@echo "make sanitize STEP=5 [IMPL=...] [SHAPES=...]  run the step once under compute-sanitizer racecheck + synccheck (GPU)"
-	@echo "make bench [BENCH_OUT=reports/bench]         every reference step vs cuBLAS at 5 shapes: .md, .json, .png (GPU)"
+	@echo "make bench [BENCH_OUT=reports/bench] [BENCH_TABLE=squares|models] [BENCH_TOKENS=128,256]  reference steps vs cuBLAS: squares, LLM layers (GPU)"
 	@echo "make calibrate [STEP=all] [SHAPES=...] [MARGIN=0.5]  set the speed floors (grader/speed_floors.json) from the reference solutions on this GPU"
 	@echo "make autograder                              build/autograder.zip: a Gradescope autograder (instructor mode; see README)"
 	@echo "make grade-class SUBMISSIONS=dir OUT=dir [ENGINE=local|slurm] [TRACK=...] [STEPS='1 2'] [ONLY=sid] [FORCE=1] [CLASS_ARGS=...]"
@@ -90,7 +90,8 @@ sanitize: $(ENV_READY)
 	compute-sanitizer --tool synccheck --error-exitcode 1 $(SANITIZE_RUN)
 
 bench: $(ENV_READY)
-	$(PYTHON) -m grader.commands.bench $(if $(BENCH_OUT),--out '$(BENCH_OUT)')
+	$(PYTHON) -m grader.commands.bench $(if $(BENCH_OUT),--out '$(BENCH_OUT)') $(if $(BENCH_TABLE),--table $(call quote,$(BENCH_TABLE))) \
+	    $(if $(BENCH_TOKENS),--tokens $(call quote,$(BENCH_TOKENS)))
 
 calibrate: $(ENV_READY)
 	@$(PYTHON) -m grader.commands.calibrate --step $(call quote,$(STEP)) $(foreach s,$(SHAPES),--shape $(call quote,$(s))) \
