@@ -18,6 +18,9 @@ from grader.core.steps import (
 )
 
 
+PROTOCOL_NOT_SIMULATED = "the protocol checker did not simulate this kernel"
+
+
 @dataclass(frozen=True)
 class Config:
     impl: str  # "steps" (the student's) or "solutions" (the reference)
@@ -124,7 +127,7 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
                     f"{what}: {check.name} — {check.hint} (help: {hint_command(spec.number, config.track)})"
                 )
         if builds.protocol_unsupported:
-            result.notes.append(f"the protocol checker did not simulate this kernel: {builds.protocol_unsupported}")
+            result.notes.append(f"{PROTOCOL_NOT_SIMULATED}: {builds.protocol_unsupported}")
         if builds.protocol_problems and not on_gpu:
             # the kernel cannot run here: the simulated protocol is the only correctness evidence there is
             result.correctness = "failed"
