@@ -13,7 +13,7 @@ from grader.commands import calibrate
 from grader.core.steps import SPEED_FLOORS, SPEED_FLOORS_FILE, SpeedFloorsError, STEPS, load_speed_floors
 
 HAND_WRITTEN = {
-    "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.44, 7: 0.43, 8: 0.46, 9: 0.42, 10: 0.48},
+    "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.44, 7: 0.43, 8: 0.46, 9: 0.42, 10: 0.48, 11: 0.25, 12: 0.45},
     "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4},
 }
 
