@@ -12,13 +12,13 @@ Writes OUT.md (table), OUT.json and OUT.png (TFLOP/s per step, cuBLAS as a line 
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import shlex
 import sys
 from pathlib import Path
 
+from grader.core.options import OneLineParser
 from grader.core import outputs
 from grader.core.build import REPO_ROOT
 from grader.core.steps import STEPS, Shape, format_shape
@@ -33,7 +33,7 @@ BENCH_SHAPES: tuple[Shape, ...] = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.commands.bench", description=__doc__)
+    parser = OneLineParser(prog="python -m grader.commands.bench", description=__doc__)
     parser.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench"), help="path prefix of the .md/.json/.png")
     args = parser.parse_args(argv)
     try:

@@ -228,12 +228,11 @@ def _descendants(root: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
+                status = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
-            fields = stat[stat.rfind(")") + 2 :].split()
-            if fields[0] != "Z":
-                parents[int(entry)] = int(fields[1])
+            # a zombie too: a leader whose main thread exited shows Z while its other threads run on
+            parents[int(entry)] = int(status[status.rfind(")") + 2 :].split()[1])
     found, frontier = [], [root]
     while frontier:
         parent = frontier.pop()
