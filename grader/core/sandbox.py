@@ -377,8 +377,8 @@ def bwrap_arguments(copy: Path, readable: list[Path] = (), writable: list[Path] 
     for folder in _runtime_folders():
         arguments += ["--ro-bind", folder, folder]
     arguments += ["--ro-bind", str(copy), str(copy), "--bind", str(copy / SCRATCH), str(copy / SCRATCH)]
-    for folder in readable:
-        arguments += ["--ro-bind", str(folder), str(folder)]
+    for folder in readable:  # a kernel's folder that is gone is the GPU child's error to report, not bwrap's
+        arguments += ["--ro-bind-try", str(folder), str(folder)]
     for folder in writable:
         arguments += ["--bind", str(folder), str(folder)]
     if gpu is not None:
