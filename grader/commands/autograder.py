@@ -106,7 +106,8 @@ def run(settings: Settings) -> int:
         write_results(settings.results, {"score": 0, "output": f"autograder: {err}", "tests": []})
         return 2
 
-    work = Path(tempfile.mkdtemp(prefix="autograder-course-"))
+    hide_solutions()
+    work = Path(tempfile.mkdtemp(prefix="autograder-course-"))  # readable by this user only
     try:
         report, log = grade(work, track, numbers, files)
     finally:
@@ -123,6 +124,14 @@ def run(settings: Settings) -> int:
         "tests": tests,
     })
     return 0 if graded else 1
+
+
+def hide_solutions() -> None:
+    """As root, the package's solutions/ becomes readable by root only: where bubblewrap cannot start, the
+    sandbox runs student code as an unprivileged user, who then cannot read them by their absolute path."""
+    solutions = REPO_ROOT / "solutions"
+    if os.geteuid() == 0 and solutions.is_dir():
+        solutions.chmod(0o700)
 
 
 def read_weights(path: Path) -> list[float]:

@@ -469,13 +469,13 @@ def this_gpu() -> Gpu | None:
         return None
     properties = torch.cuda.get_device_properties(0)
     uuid = str(properties.uuid)
-    bus = f"{properties.pci_domain_id:04x}:{properties.pci_bus_id:02x}:{properties.pci_device_id:02x}.0"
     node = None
-    try:
+    try:  # the driver's record of the GPU at its PCI address names its device node's minor number
+        bus = f"{properties.pci_domain_id:04x}:{properties.pci_bus_id:02x}:{properties.pci_device_id:02x}.0"
         information = Path(f"/proc/driver/nvidia/gpus/{bus}/information").read_text()
         minor = next(line.split(":")[1].strip() for line in information.splitlines() if line.startswith("Device Minor"))
         node = f"/dev/nvidia{int(minor)}"
-    except (OSError, StopIteration, ValueError):
+    except (AttributeError, OSError, StopIteration, ValueError):
         pass
     return Gpu(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}", node)
 
