@@ -93,6 +93,8 @@ def hgemm_v4(M, N, K):
     ("@T.prim_func\ndef k():\n    T.evaluate((lambda: 0)())\n", "never prints (Lambda"),
     ("import os\n@T.prim_func\ndef k():\n    T.evaluate(0)\n", "one @T.prim_func function and nothing else"),
     ("@T.prim_func\ndef k():\n    T.evaluate(T.no_such_thing(0))\n", "which TVMScript does not have"),
+    ('@T.prim_func\ndef k():\n    T.evaluate(T.call_extern("int32", "system", "true"))\n', "by its name (call_extern)"),
+    ('@T.prim_func\ndef k():\n    T.evaluate(T.call_packed("ffi.anything", 1))\n', "by its name (call_packed)"),
 ])
 def test_a_tir_text_that_is_not_printed_tvmscript_is_a_failed_build_with_one_line(tir, reason):
     assert build.parse_kernel_tir("@T.prim_func\ndef k():\n    T.evaluate(0)\n") is not None  # what it may be

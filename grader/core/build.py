@@ -175,7 +175,17 @@ def parse_kernel_tir(text: str):
         parsed = functions[0] if len(functions) == 1 else None
     if not isinstance(parsed, tvm.tirx.PrimFunc):
         raise BuildFailed("the kernel's TIR is not one PrimFunc")
+    by_name = _CALL_BY_NAME.search(parsed.script())
+    if by_name:
+        raise BuildFailed(f"the kernel's TIR calls a function by its name ({by_name.group(1)}): the course's kernels "
+                          "use TIRx's own operations only")
     return parsed
+
+
+# Calls of a function named by a string (C, packed, LLVM): on the host they would run whatever the name
+# says in the GPU child. No step needs one; the parsed kernel is printed again, so every spelling of the
+# call is caught in its canonical form.
+_CALL_BY_NAME = re.compile(r"\bT\.(\w*(?:extern|packed|llvm|call_intrin)\w*)\(")
 
 
 def _checked_tir_tree(text: str, namespace: dict[str, Any]) -> ast.Module:
