@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
