@@ -26,7 +26,7 @@ quote = '$(subst ','\'',$(1))'
 GRADER_ARGS = --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) \
 	--arch $(call quote,$(ARCH)) $(foreach s,$(SHAPES),--shape $(call quote,$(s)))
 
-.PHONY: help setup grade hint inspect debug timeline check sanitize bench calibrate autograder grade-class grade-class-status test notebooks wheelhouse clean
+.PHONY: help setup sandbox grade hint inspect debug timeline check sanitize bench calibrate autograder grade-class grade-class-status test notebooks wheelhouse clean
 
 help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
@@ -45,11 +45,23 @@ help:
 	@echo "make grade-class-status OUT=dir              how far a class's grade is"
 	@echo "make test                                    the course's own tests (GPU tests skip without a GPU)"
 	@echo "make notebooks [TRACK=hopper|blackwell]      Jupyter on notebooks/, the walk-throughs (TRACK: without a GPU)"
-	@echo "make setup [WHEELS=dir]                      build .venv (done by the targets above when needed)"
+	@echo "make setup [WHEELS=dir]                      build .venv and install bubblewrap (done by the targets above when needed)"
 	@echo "make wheelhouse                              download every wheel into ./wheelhouse for an offline setup"
 	@echo "Add PYTHON=python3 to any target to use that interpreter instead of .venv."
 
-setup: $(ENV_READY)
+setup: $(ENV_READY) sandbox
+
+# The OS sandbox that confines student code (README, "How a step is graded"): Debian/Ubuntu's bubblewrap,
+# installed with apt-get when missing and this is root; otherwise one line says what the grader does instead.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        echo "setup: installing bubblewrap, the sandbox for student code"; \
+	        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; } >/dev/null 2>&1 || \
+	            echo "setup: apt-get could not install bubblewrap: student code will run as user nobody instead (see README)"; \
+	    else \
+	        echo "setup: bubblewrap is missing (install it as root: apt-get install bubblewrap); until then student code runs as user nobody when the grader is root, else unconfined"; \
+	    fi; }
 
 # A machine whose python3 already has torch (GPU clusters ship a CUDA build) lends it to the venv;
 # elsewhere the venv gets the CPU build, pinned, so no loose requirement pulls gigabytes of CUDA wheels.
@@ -65,7 +77,7 @@ $(VENV)/.ready: requirements.txt
 	    $(VENV)/bin/python -m pip install --quiet $(PIP_SOURCE) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_CPU)"
 	@touch $@
 
-grade: $(ENV_READY)
+grade: $(ENV_READY) sandbox
 	$(PYTHON) -m grader $(GRADER_ARGS)
 
 hint: $(ENV_READY)
@@ -102,7 +114,7 @@ autograder: $(ENV_READY)
 
 ENGINE ?= local
 STEPS ?= 1 2 3 4 5 6 7 8 9 10
-grade-class: $(ENV_READY)
+grade-class: $(ENV_READY) sandbox
 	$(PYTHON) -m grader.commands.grade_class grade $(call quote,$(SUBMISSIONS)) --out $(call quote,$(OUT)) \
 	    --engine $(call quote,$(ENGINE)) --track $(call quote,$(TRACK)) --steps $(call quote,$(STEPS)) \
 	    $(foreach s,$(ONLY),--only $(call quote,$(s))) $(if $(FORCE),--force) $(CLASS_ARGS)
@@ -110,7 +122,7 @@ grade-class: $(ENV_READY)
 grade-class-status: $(ENV_READY)
 	@$(PYTHON) -m grader.commands.grade_class status $(call quote,$(OUT))
 
-test: $(ENV_READY)
+test: $(ENV_READY) sandbox
 	$(PYTHON) -m pytest tests
 
 notebooks: $(ENV_READY)

@@ -5,8 +5,8 @@ under the before/after file check of the build: the grade, `make check`, `make i
 The student's file is a step whose kernel hangs on a GPU (step 7 with the producer starting on the
 consumer's phase) and whose module code, when imported, writes into the course: relative to its working
 folder and to its own file (a child that runs in the course tree itself, as the locator's did, writes
-the course), or by the course's absolute path (no sandbox without root can stop that; the file check
-must catch it). Each case runs in a private copy of the course (`python -m ...` there), never this checkout.
+the course), or by the course's absolute path (the sandbox refuses it; without one, the file check must
+catch it). Each case runs in a private copy of the course (`python -m ...` there), never this checkout.
 """
 
 from __future__ import annotations
@@ -23,27 +23,35 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, gpu_arch
+from grader.core import sandbox
 from grader.core.steps import STEPS
 
 TRACK, STEP, SHAPE = "hopper", 7, "256x384x192"
 HANG = (r"produce = PipelineState\(PIPE_DEPTH, 1\)", "produce = PipelineState(PIPE_DEPTH, 0)")
 MARKER = "written-by-the-step-file"
 
-# what the student's file does when imported: find the course the way a file can, and write into it
+# what the student's file does when imported: find the course the way a file can, and write into it; a
+# write the sandbox refuses is passed over, so the step goes on to build (the kernel's own verdict stands)
 RELATIVE_WRITE = f"""
 import pathlib as _pathlib
 for _course in {{_pathlib.Path.cwd(), _pathlib.Path(__file__).resolve().parents[2]}}:
     if (_course / "grader" / "core" / "steps.py").is_file():
-        with open(_course / "grader" / "core" / "steps.py", "a") as _file:
-            _file.write("\\n# changed by the student\\n")
-        (_course / "{MARKER}").write_text("the step file ran here")
+        try:
+            with open(_course / "grader" / "core" / "steps.py", "a") as _file:
+                _file.write("\\n# changed by the student\\n")
+            (_course / "{MARKER}").write_text("the step file ran here")
+        except OSError:
+            pass
 """
 
 
 def _absolute_write(course: Path) -> str:
     return f"""
-with open({str(course / "grader" / "core" / "steps.py")!r}, "a") as _file:
-    _file.write("\\n# changed by the student\\n")
+try:
+    with open({str(course / "grader" / "core" / "steps.py")!r}, "a") as _file:
+        _file.write("\\n# changed by the student\\n")
+except OSError:
+    pass
 """
 
 
@@ -105,14 +113,19 @@ def test_a_step_file_that_writes_the_course_where_it_runs_leaves_it_unchanged(tm
 
 
 @pytest.mark.parametrize("name", PATHS)
-def test_a_step_file_that_writes_the_course_by_its_path_is_caught(tmp_path, name):
+def test_a_step_file_that_writes_the_course_by_its_path_is_refused_or_caught(tmp_path, name):
     course = _course(tmp_path, "")
     _append(course, _absolute_write(course))
+    before = _snapshot(course)
     done = _run(course, *_args(tmp_path, name))
     output = done.stdout + done.stderr
-    assert done.returncode == 1, output
-    assert "changed files the grader relies on (grader/core/steps.py)" in output, output
-    assert "tried to change the grader" in output
+    if sandbox.confinement().mode == "none":  # the write lands: the file check must catch it
+        assert done.returncode == 1, output
+        assert "changed files the grader relies on (grader/core/steps.py)" in output, output
+        assert "tried to change the grader" in output
+    else:  # the sandbox refuses it: the course is untouched and the kernel gets its own verdict
+        assert done.returncode == PATHS[name][1], output
+        assert _snapshot(course) == before
 
 
 def test_hint_never_imports_the_step_file(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from grader.core import build
+from grader.core import build, sandbox
 from grader.judge import cli
 from grader.runs import build_child
 from grader.judge.grade import Config, grade_step
@@ -217,15 +217,14 @@ def _grade_copy(course: Path, step: int, *extra: str) -> subprocess.CompletedPro
 
 def test_a_file_that_rewrites_the_grader_or_a_solution_on_disk_fails_and_leaves_nothing_running(tmp_path):
     course = _course_copy(tmp_path)
-    pid_file = tmp_path / "survivor.pid"
+    marker = f"{300 + os.getpid() % 1000}.25"  # the detached sleep's argument, found in /proc after the grade
     attack = f"""
 import os, subprocess
-open({str(course / "grader" / "analysis" / "features.py")!r}, "a").write("\\n# changed by the student\\n")
 if os.fork() == 0:
     os.setsid()
-    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    open({str(pid_file)!r}, "w").write(str(child.pid))
+    subprocess.Popen(["sleep", "{marker}"], start_new_session=True)
     os._exit(0)
+open({str(course / "grader" / "analysis" / "features.py")!r}, "a").write("\\n# changed by the student\\n")
 """
     (course / "steps" / TRACK / STEPS[TRACK][2].file_name).write_text(_as_step(1, 2) + attack)
     started = time.monotonic()
@@ -233,11 +232,16 @@ if os.fork() == 0:
     # the detached sleep holds whatever its parent's output went to: grading must not wait for it
     assert time.monotonic() - started < 150, "the grade waited for a process the student's file detached"
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "changed files the grader relies on (grader/analysis/features.py)" in done.stdout
-    assert "tried to change the grader" in done.stdout
+    if sandbox.confinement().mode == "none":  # only the fingerprints stand in its way
+        assert "changed files the grader relies on (grader/analysis/features.py)" in done.stdout
+        assert "tried to change the grader" in done.stdout
+    else:  # the sandbox refuses the write: the import fails, the grader is untouched
+        assert re.search(r"importing step02_\w+\.py failed: (FileNotFoundError|PermissionError|OSError)", done.stdout)
+        assert "# changed by the student" not in (course / "grader" / "analysis" / "features.py").read_text()
     time.sleep(0.5)
-    survivor = int(pid_file.read_text())
-    assert not Path(f"/proc/{survivor}").exists() or "Z" in Path(f"/proc/{survivor}/stat").read_text().split()[2]
+    running = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in os.listdir("/proc") if pid.isdigit()
+               and Path(f"/proc/{pid}/cmdline").exists()]
+    assert not any(marker.encode() in cmdline for cmdline in running)
 
 
 # a submission that makes the reference slower on disk when imported (on a GPU, a slow step would then pass the
@@ -268,7 +272,10 @@ def test_the_report_and_the_exit_status_agree_on_a_file_that_rewrites_a_solution
     assert done.returncode in (0, 1), done.stdout + done.stderr
     assert entry["passed"] == (done.returncode == 0), (entry, done.stdout)
     assert ("0 passed, 1 failed" in done.stdout) == (done.returncode == 1)
-    if how == "at import" or solution.read_text() != original:
+    if sandbox.confinement().mode != "none":  # the write is refused: at import it fails the build
+        assert solution.read_text() == original
+        assert (how != "at import") or "importing step03_spatial_tiling.py failed" in entry["problems"][0], entry
+    elif how == "at import" or solution.read_text() != original:
         assert (done.returncode, entry["build"]) == (1, "failed"), done.stdout
         assert "changed files the grader relies on (solutions/hopper/" in entry["problems"][0]
 

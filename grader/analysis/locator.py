@@ -157,16 +157,26 @@ _BARRIER_CLASSES = ("TMABar", "TCGen05Bar", "MBarrier")
 
 
 def source_labels(factory, tir_script: str) -> dict[str, str]:
+    """source_labels_in the file that defines `factory`."""
+    try:
+        source = Path(factory.__code__.co_filename).read_text()
+    except (AttributeError, OSError, ValueError):
+        return {}
+    return source_labels_in(source, factory.__name__, tir_script)
+
+
+def source_labels_in(source: str, function_name: str, tir_script: str) -> dict[str, str]:
     """TIR name -> the kernel's own name for each of its mbarrier arrays. TVMScript prints the pipeline
     classes' arrays as buffer, buffer_1, ... or x_buf; the kernel's source calls them tma2mma, mma2tma, ...
     The source's `x = TMABar(pool, ...)` / `x = pool.alloc(..., "uint64")` lines, in order, pair with the
-    TIR's 8-byte shared buffers in pool order; when the two counts differ nothing is renamed."""
+    TIR's 8-byte shared buffers in pool order; when the two counts differ nothing is renamed. The source
+    is read as text, never run."""
     try:
-        tree = ast.parse(Path(factory.__code__.co_filename).read_text())
-    except (AttributeError, OSError, SyntaxError, ValueError):
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
         return {}
     function = next((node for node in ast.walk(tree)
-                     if isinstance(node, ast.FunctionDef) and node.name == factory.__name__), None)
+                     if isinstance(node, ast.FunctionDef) and node.name == function_name), None)
     if function is None:
         return {}
     names = []

@@ -106,7 +106,8 @@ def run(settings: Settings) -> int:
         write_results(settings.results, {"score": 0, "output": f"autograder: {err}", "tests": []})
         return 2
 
-    work = Path(tempfile.mkdtemp(prefix="autograder-course-"))
+    hide_solutions()
+    work = Path(tempfile.mkdtemp(prefix="autograder-course-"))  # readable by this user only
     try:
         report, log = grade(work, track, numbers, files)
     finally:
@@ -125,6 +126,14 @@ def results(track: str, numbers: list[int], weights: list[float], files: dict[in
              for number in numbers]
     stopped = "" if report else f"\nthe grader stopped without a report: {last_line(log)}"
     return {"score": sum(test["score"] for test in tests), "output": summary(track, report) + stopped, "tests": tests}
+
+
+def hide_solutions() -> None:
+    """As root, the package's solutions/ becomes readable by root only: where bubblewrap cannot start, the
+    sandbox runs student code as an unprivileged user, who then cannot read them by their absolute path."""
+    solutions = REPO_ROOT / "solutions"
+    if os.geteuid() == 0 and solutions.is_dir():
+        solutions.chmod(0o700)
 
 
 def read_weights(path: Path) -> list[float]:

@@ -16,7 +16,6 @@ shape; share of cuBLAS per layer).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -24,6 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from grader.core.options import OneLineParser
 from grader.core import outputs
 from grader.core.build import REPO_ROOT
 from grader.core.steps import STEPS, Shape, format_shape
@@ -58,7 +58,7 @@ def model_shapes(tokens: tuple[int, ...]) -> list[tuple[str, Shape]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.commands.bench", description=__doc__)
+    parser = OneLineParser(prog="python -m grader.commands.bench", description=__doc__)
     parser.add_argument("--out", default=str(REPO_ROOT / "reports" / "bench"), help="path prefix of the .md/.json/.png")
     parser.add_argument("--table", choices=("all", "squares", "models"), default="all")
     parser.add_argument("--tokens", type=_tokens, default=MODEL_TOKENS,

@@ -7,11 +7,11 @@ over a copy of the course (runs/build_child.py), with the course's files compare
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
+from grader.core.options import OneLineParser
 from grader.core import build, sandbox
 from grader.core.build import REPO_ROOT
 from grader.core.steps import DEFAULT_SM_COUNT, format_shape
@@ -20,7 +20,7 @@ from grader.runs.build_child import build_isolated
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.commands.check", description="Run a step's barrier "
+    parser = OneLineParser(prog="python -m grader.commands.check", description="Run a step's barrier "
                                      "protocol on the CPU and report deadlocks, stage races and barrier misuse.")
     parser.add_argument("--step")
     parser.add_argument("--impl", default="steps")

@@ -8,9 +8,9 @@ map printed. Either way the step file is imported only in a child process over a
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from grader.core.options import OneLineParser
 from grader.analysis.locator import BOUND_S, format_barrier_map
 from grader.core import sandbox
 from grader.core.build import REPO_ROOT
@@ -20,7 +20,7 @@ from grader.runs.debug_child import BUILD_ONLY_TIMEOUT_S, CHILD_TIMEOUT_S, Locat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.commands.debug", description="Build a step's debug build "
+    parser = OneLineParser(prog="python -m grader.commands.debug", description="Build a step's debug build "
                                      "(bounded mbarrier waits); run it on a GPU, or show the barriers it watches.")
     parser.add_argument("--step")
     parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--track", default="auto", help="blackwell or hopper (default: the GPU's, else blackwell)")
     try:
         args = parser.parse_args(argv)
-        step = _number(args.step, "--step", range(1, max(len(steps) for steps in STEPS.values()) + 1))
+        step = _number(args.step, "--step", sorted({number for specs in STEPS.values() for number in specs}))
         level = _number(args.level, "--level", LEVELS)
         todo = _number(args.todo, "--todo", range(1, 100)) if args.todo else None
         track = args.track if args.track != "auto" else _auto_track()
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _number(text: str, option: str, allowed) -> int:
-    if not text.isdigit() or int(text) not in allowed:
+    if not cli.ASCII_NUMBER.fullmatch(text) or int(text) not in allowed:
         raise HintError(f"{option} must be one of {allowed[0]}..{allowed[-1]}, not {text!r}")
     return int(text)
 

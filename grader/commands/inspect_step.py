@@ -6,12 +6,12 @@ imported only in the build process, over a copy of the course (runs/build_child.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import tempfile
 from pathlib import Path
 
+from grader.core.options import OneLineParser
 from grader.analysis import features
 from grader.core import build, sandbox
 from grader.core.build import REPO_ROOT
@@ -24,7 +24,7 @@ SASS_FAMILIES = ("UTCHMMA", "UTCBAR", "LDTM", "HGMMA", "UTMALDG", "UTMASTG", "SY
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.commands.inspect_step", description=__doc__)
+    parser = OneLineParser(prog="python -m grader.commands.inspect_step", description=__doc__)
     parser.add_argument("--step", required=True)
     parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
     parser.add_argument("--track", default="auto")

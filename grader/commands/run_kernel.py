@@ -7,13 +7,13 @@ this process, where the sanitizer watches it, loaded as the grade's GPU child lo
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
+from grader.core.options import OneLineParser
 from grader.analysis import diagnosis
 from grader.core import build, sandbox
 from grader.core.build import REPO_ROOT
@@ -24,7 +24,7 @@ from grader.runs.build_child import build_isolated
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader.commands.run_kernel", description=__doc__)
+    parser = OneLineParser(prog="python -m grader.commands.run_kernel", description=__doc__)
     parser.add_argument("--step", required=True)
     parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
     parser.add_argument("--shape", help="MxNxK (default: the step's second correctness shape, a few tiles)")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib.util
+import inspect
 import os
 import re
 import subprocess
@@ -117,13 +120,13 @@ def compile_module(prim_func, arch: str):
 
 
 def build(factory: Callable[..., Any], spec: StepSpec, shape: Shape, arch: str, sm_count: int) -> Artifacts:
-    return build_with_executable(factory, spec, shape, arch, sm_count)[0]
+    return build_prim_func(make_prim_func(factory, spec, shape, sm_count), arch)[0]
 
 
-def build_with_executable(factory, spec: StepSpec, shape: Shape, arch: str, sm_count: int):
-    """The artifacts and TVM's runtime executable (what the build process exports for the GPU)."""
+def build_prim_func(prim_func, arch: str):
+    """The artifacts and TVM's runtime executable (host launcher + device code) of one kernel. Every
+    static fact is read from what this build made: the TIR it was given, its lowering, CUDA, PTX, SASS."""
     start = time.perf_counter()
-    prim_func = make_prim_func(factory, spec, shape, sm_count)
     executable = compile_module(prim_func, arch)
     cuda_source = executable.mod.imports[0].inspect_source()
     lowered = _lowered_script(prim_func, arch)
@@ -160,6 +163,127 @@ def launcher(function, scratch: list[tuple[tuple[int, ...], str]]) -> Callable[.
 
     buffers = [torch.zeros(shape, dtype=getattr(torch, dtype), device="cuda") for shape, dtype in scratch]
     return lambda a, b, d: function(a, b, d, *buffers)
+
+
+# ---- the kernel's TIR as text: what a build process that imported a step file hands back ------------
+
+TIR_MODULES = ("T", "Axis")  # the names a printed kernel refers to: TVMScript's tirx parser, the layout axes
+TVM_PACKAGES = ("tvm", "tvm_ffi")  # where everything T.* and Axis.* leads must live
+TIR_BUILTINS = frozenset({"range", "min", "max", "True", "False", "None"})  # Python names TVMScript prints
+_NOT_IN_TIR = (ast.Import, ast.ImportFrom, ast.Lambda, ast.ClassDef, ast.Global, ast.Nonlocal, ast.JoinedStr,
+               ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Yield, ast.YieldFrom, ast.Await,
+               ast.AsyncFunctionDef, ast.Try, ast.Raise, ast.Delete, ast.Starred, ast.NamedExpr)
+
+
+def parse_kernel_tir(text: str):
+    """The PrimFunc a kernel's TVMScript text describes. TVMScript's parser evaluates the text's
+    expressions as Python, so the text is first read as a syntax tree and refused unless it is what the
+    printer writes: one `@T.prim_func` function whose names are its own variables, T.* and Axis.*
+    (resolved here, none leading out of tvm) and a few builtins, with no attribute that starts with `_`.
+    Raises BuildFailed with one line for anything else."""
+    import tvm
+    from tvm.script.parser import tirx as tirx_parser
+    from tvm.tirx.layout import Axis
+
+    namespace = {"T": tirx_parser, "Axis": Axis}
+    tree = _checked_tir_tree(text, namespace)
+    try:
+        parsed = tvm.script.from_source(ast.unparse(_as_the_parser_reads(tree)), extra_vars=namespace)
+    except Exception as err:  # noqa: BLE001 - any parser failure is the text's
+        raise BuildFailed(f"the kernel's TIR does not parse: {_first_line(err)}") from None
+    if isinstance(parsed, tvm.IRModule):
+        functions = list(parsed.functions.values())
+        parsed = functions[0] if len(functions) == 1 else None
+    if not isinstance(parsed, tvm.tirx.PrimFunc):
+        raise BuildFailed("the kernel's TIR is not one PrimFunc")
+    by_name = _CALL_BY_NAME.search(parsed.script())
+    if by_name:
+        raise BuildFailed(f"the kernel's TIR calls a function by its name ({by_name.group(1)}): the course's kernels "
+                          "use TIRx's own operations only")
+    return parsed
+
+
+# Calls of a function named by a string (C, packed, LLVM): on the host they would run whatever the name
+# says in the GPU child. No step needs one; the parsed kernel is printed again, so every spelling of the
+# call is caught in its canonical form.
+_CALL_BY_NAME = re.compile(r"\bT\.(\w*(?:extern|packed|llvm|call_intrin)\w*)\(")
+
+
+def _checked_tir_tree(text: str, namespace: dict[str, Any]) -> ast.Module:
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError) as err:
+        raise BuildFailed(f"the kernel's TIR is not TVMScript: {err}") from None
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    if len(functions) != 1 or len(tree.body) != 1:
+        raise BuildFailed("the kernel's TIR must be one @T.prim_func function and nothing else")
+    bound = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    bound |= {arg.arg for node in ast.walk(tree) if isinstance(node, ast.arguments)
+              for arg in [*node.posonlyargs, *node.args, *node.kwonlyargs]}
+    bound.add(functions[0].name)
+    for node in ast.walk(tree):
+        if isinstance(node, _NOT_IN_TIR) or (isinstance(node, ast.FunctionDef) and node is not functions[0]):
+            raise BuildFailed(f"the kernel's TIR holds Python TVMScript never prints ({type(node).__name__}, "
+                              f"line {getattr(node, 'lineno', '?')})")
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            raise BuildFailed(f"the kernel's TIR reads the private attribute {node.attr!r} (line {node.lineno})")
+        if isinstance(node, ast.Name) and node.id.startswith("__"):
+            raise BuildFailed(f"the kernel's TIR names {node.id!r} (line {node.lineno})")
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound | set(namespace):
+            if node.id not in TIR_BUILTINS:
+                raise BuildFailed(f"the kernel's TIR names {node.id!r}, which it does not define (line {node.lineno})")
+        if isinstance(node, ast.Attribute) and _chain_root(node) in namespace:
+            _resolve_in_tvm(node, namespace)
+    return tree
+
+
+# TVM 0.27's printer writes gemm_async(C, A, B, transA, transB, accum, ...) where its parser reads
+# gemm_async(C, A, B, SFA, SFB, transA, transB, accum, ...): the three flags are passed by name instead.
+_GEMM_FLAGS = ("transA", "transB", "accum")
+
+
+def _as_the_parser_reads(tree: ast.Module) -> ast.Module:
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "gemm_async"
+                and len(node.args) == 3 + len(_GEMM_FLAGS)):
+            node.keywords = [ast.keyword(name, value) for name, value in zip(_GEMM_FLAGS, node.args[3:])] + node.keywords
+            node.args = node.args[:3]
+    return tree
+
+
+def _chain_root(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _resolve_in_tvm(node: ast.Attribute, namespace: dict[str, Any]) -> None:
+    """T.a.b...: each step must exist and stay inside tvm (no module or function of another package)."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    value = namespace[node.id]
+    for name in reversed(names):
+        try:
+            value = getattr(value, name)
+        except Exception:  # noqa: BLE001 - a namespace's __getattr__ may raise anything
+            raise BuildFailed(f"the kernel's TIR calls {node.id}.{'.'.join(reversed(names))}, "
+                              "which TVMScript does not have") from None
+        if inspect.ismodule(value):
+            home = value.__name__
+        elif callable(value):
+            function = value.func if isinstance(value, functools.partial) else value
+            home = getattr(function, "__module__", None) or type(function).__module__ or ""
+        else:
+            continue
+        if home.split(".")[0] not in TVM_PACKAGES:
+            raise BuildFailed(f"the kernel's TIR reaches {home!r} through {node.id}.{'.'.join(reversed(names))}")
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip() and not set(line.strip()) <= {"^", "|"}]
+    return (lines[0] if lines else type(err).__name__)[:300]
 
 
 def _has_module(name: str) -> bool:

@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         args = _parse(argv)
         runs = _resolve(args)
         json_paths = [_report_path(args.json, config, len(runs) > 1) for config, _ in runs]
-    except UsageError as err:
+        sandbox.confinement()  # which confinement the children get, said once before any work
+    except (UsageError, sandbox.SandboxUnavailable) as err:
         print(f"grader: {err}", file=sys.stderr)
         return 2
     # before any student code runs: the tools the checks execute, and what the judging processes read
@@ -79,7 +80,7 @@ def _grade_steps(config: Config, steps: list, watch: sandbox.Watch) -> list[Step
 
 def _report_path(given: str | None, config: Config, several: bool) -> Path:
     """The JSON report's path; when two tracks are graded in one run, each gets its own file."""
-    default = REPO_ROOT / "reports" / f"grade-{config.impl}-{config.track}-{config.arch}.json"
+    default = REPO_ROOT / REPORTS / f"grade-{config.impl}-{config.track}-{config.arch}.json"
     if given is None:
         return writable_report_path(default)
     path = Path(given)
@@ -105,12 +106,15 @@ def writable_report_path(path: str | Path) -> Path:
         path = outputs.writable_file(path, "--json")
     except outputs.UnwritableOutput as err:
         raise UsageError(str(err)) from None
-    resolved = path.resolve()
-    course_parts = [REPO_ROOT / part for part in ("grader", "kernel_helpers", "solutions", "steps", "hints", "tests",
-                                                  "docs", "notebooks")]
-    if resolved.parent == REPO_ROOT.resolve() or any(resolved.is_relative_to(p.resolve()) for p in course_parts):
-        raise UsageError(f"--json {path} is inside the course's own files: write the report elsewhere (e.g. reports/)")
+    course = REPO_ROOT.resolve()
+    for named in {path, path.resolve()}:  # as given, and where its links lead
+        if named.is_relative_to(course) and not named.is_relative_to(course / REPORTS):
+            raise UsageError(f"--json {path} is inside the course's own files: write the report elsewhere "
+                             f"(e.g. {REPORTS}/)")
     return path
+
+
+REPORTS = "reports"  # the one folder of the course that takes reports
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

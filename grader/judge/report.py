@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -97,9 +98,11 @@ def write_json(config: Config, results: list[StepResult], path: Path) -> None:
             for result in results
         ],
     }
-    written = path.with_name(f".{path.name}.part")
-    written.write_text(json.dumps(payload, indent=2))
-    os.replace(written, path)  # whole or not at all
+    # whole or not at all, and never through a link: a fresh file of a new name (O_EXCL), renamed over the path
+    handle, written = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    with os.fdopen(handle, "w") as file:
+        file.write(json.dumps(payload, indent=2))
+    os.replace(written, path)
 
 
 def _row(result: StepResult) -> tuple[str, ...]:

@@ -1,36 +1,41 @@
-"""The build process: the only process of a grade that imports the student's file.
+"""A step's build, in two confined processes; the judge trusts one artifact between them.
 
-`build_isolated` (the judge's side) starts `python -m grader.runs.build_child` in a fresh copy of the course
-(core/sandbox.run_child) and trusts nothing it returns: PTX and SASS are made again from its CUDA source
-with the pinned tools. The child (`_child`) imports the step file, builds each shape (core/build.py), runs
-the protocol checker when asked (analysis/protocol.py) and writes what it found as JSON.
+1. The student's process (`python -m grader.runs.build_child`, the only process of a grade that imports
+   the step file) calls the step's hgemm_vN at each shape and hands back one thing per shape: the
+   kernel's TIR as TVMScript text. Nothing else it writes is read.
+2. The judge's build process (`python -m grader.runs.build_child derive`, which never imports a step
+   file) parses that text (core/build.parse_kernel_tir: refused unless it is what TVMScript's printer
+   writes), runs the protocol checker on it (analysis/protocol.py), builds CUDA, PTX, cubin and SASS
+   from it with the pinned tools, reads every static fact (buffers, grid, cluster, features) from what
+   it built, and exports the library the GPU child loads (TVM's host launcher, the cubin it compiled).
+The protocol checker and the build read the same kernel: a factory cannot tell one caller from the other.
+Both run over their own copy of the course, confined (core/sandbox.run_child).
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
 
 from grader.core import build, sandbox
 from grader.core.build import Artifacts, BuildFailed, StepNotImplemented, Toolchain
-from grader.core.steps import STEPS, Shape, StepSpec
+from grader.core.steps import STEPS, Shape, StepSpec, format_shape
 
 BUILD_TIMEOUT_S = 120.0
 
 
 @dataclass
 class Built:
-    """One shape's build as the judge knows it: the static facts, and the cubin it compiled itself
-    from the build's CUDA source (the bytes the static checks read and the GPU must run)."""
+    """One shape's build as the judge knows it: the static facts and the cubin of its own build process
+    (the bytes the static checks read and the GPU must run)."""
 
     shape: Shape
     artifacts: Artifacts
     cubin: bytes
-    library: str | None  # the exported TVM library (host launcher + device code), for the GPU
+    library: str | None  # the exported TVM library (host launcher + that cubin), for the GPU
 
 
 @dataclass
@@ -56,99 +61,157 @@ def build_isolated(
     with_solutions: bool, export: bool, out_dir: Path, timeout_s: float = BUILD_TIMEOUT_S,
     protocol_shapes: list[Shape] = (),
 ) -> Builds:
-    """Build `shapes` in a build process over a copy of the course, and run the protocol checker there
-    at `protocol_shapes`; raise StepNotImplemented or BuildFailed as an in-process build would. Nothing
-    the process returns is trusted: PTX and SASS are made again here from its CUDA source, with the
-    pinned tools. The caller compares the course's files before and after (sandbox.Watch)."""
+    """Build `shapes` and run the protocol checker at `protocol_shapes`, from the TIR the step file's
+    process hands back; raise StepNotImplemented or BuildFailed as an in-process build would. The caller
+    compares the course's files before and after (sandbox.Watch)."""
     tools = build.TOOLCHAIN.paths if build.TOOLCHAIN else Toolchain.resolve().paths
-    request = {
-        "track": track, "step": spec.number, "arch": arch, "sm_count": sm_count, "shapes": shapes,
-        "export_dir": str(out_dir) if export else None, "tools": tools, "protocol_shapes": list(protocol_shapes),
-    }
+    env = {**os.environ, "PATH": Toolchain(tools).search_path()}
+    wanted = list(dict.fromkeys([*map(tuple, shapes), *map(tuple, protocol_shapes)]))
+    request = {"track": track, "step": spec.number, "sm_count": sm_count, "shapes": wanted}
     run = sandbox.run_child("grader.runs.build_child", request, impl_dir, with_solutions=with_solutions,
-                            timeout_s=timeout_s, env={**os.environ, "PATH": Toolchain(tools).search_path()})
-    finished = run.finished
-    reply = run.reply or ({"error": "failed", "message": "the build process wrote an unreadable result"}
-                          if run.unreadable else {})
-    if finished.returncode is None:
-        raise BuildFailed(f"building step {spec.number} did not finish in {timeout_s:.0f} s "
-                          "(an endless loop at import or in the kernel function?)")
-    if reply.get("error") == "not implemented":
-        raise StepNotImplemented(reply["message"])
+                            timeout_s=timeout_s, env=env)
+    texts = _kernel_texts(run, spec, wanted, timeout_s)
+
+    derive = {
+        "track": track, "step": spec.number, "arch": arch, "tools": tools, "kernels": texts,
+        "shapes": [list(shape) for shape in shapes], "protocol_shapes": [list(shape) for shape in protocol_shapes],
+        "export_dir": str(out_dir) if export else None,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run = sandbox.run_child("grader.runs.build_child", {**derive, "derive": True}, impl_dir, with_solutions=False,
+                            timeout_s=timeout_s + DERIVE_TIMEOUT_S, env=env, writable=[out_dir] if export else [])
+    reply = run.reply or {}
+    if run.finished.returncode is None:
+        raise BuildFailed(f"building step {spec.number}'s kernel from its TIR did not finish in "
+                          f"{timeout_s + DERIVE_TIMEOUT_S:.0f} s")
     if reply.get("error"):
-        raise BuildFailed(reply["message"])
-    if finished.returncode != 0 or len(reply.get("shapes", [])) != len(shapes):
-        last = [line for line in finished.output.splitlines() if line.strip()][-1:] or ["no output"]
-        raise BuildFailed(f"the build process ended early (exit status {finished.returncode}): {last[0].strip()[:300]} "
-                          "(a file that exits or raises at import, e.g. sys.exit or KeyboardInterrupt?)")
-    with ThreadPoolExecutor(max_workers=_workers(len(shapes))) as pool:  # nvcc runs, one per shape
-        kernels = list(pool.map(lambda entry: _confirm(entry, arch), reply["shapes"]))
-    checked = reply.get("protocol") or {}
-    verdicts = [ProtocolVerdict(bool(v["ok"]), [str(line) for line in v["lines"]]) for v in checked.get("verdicts", [])]
+        raise BuildFailed(str(reply.get("message", "the build failed")))
+    try:
+        kernels = [_built(entry, out_dir if export else None) for entry in reply["shapes"]]
+        if [k.shape for k in kernels] != [tuple(shape) for shape in shapes]:
+            raise ValueError("not the shapes asked for")
+        checked = reply.get("protocol") or {}
+        verdicts = [ProtocolVerdict(bool(v["ok"]), [str(line) for line in v["lines"]])
+                    for v in checked.get("verdicts", [])]
+    except (KeyError, TypeError, ValueError) as err:
+        raise BuildFailed(f"the judge's build process ended without a usable result ({_last_line(run)}; {err})") from None
     unsupported = checked.get("unsupported")
     return Builds(kernels, verdicts, str(unsupported) if unsupported else None)
+
+
+DERIVE_TIMEOUT_S = 300.0  # the judge's build: parse, protocol checker, nvcc per shape
+
+
+def _kernel_texts(run: sandbox.ChildRun, spec: StepSpec, shapes: list[Shape], timeout_s: float) -> list[dict]:
+    """The TIR text per shape that the step file's process handed back, or why there is none. Its
+    messages (not implemented, a TIRx error) can only fail its own build, so they are passed on."""
+    reply = run.reply
+    if run.finished.returncode is None:
+        raise BuildFailed(f"building step {spec.number} did not finish in {timeout_s:.0f} s "
+                          "(an endless loop at import or in the kernel function?)")
+    if run.unreadable:
+        raise BuildFailed("the build process wrote an unreadable result (not a JSON object)")
+    if reply is not None and reply.get("error") == "not implemented":
+        raise StepNotImplemented(str(reply.get("message", "")))
+    if reply is not None and reply.get("error"):
+        raise BuildFailed(str(reply.get("message", "")))
+    kernels = (reply or {}).get("kernels")
+    if run.finished.returncode != 0 or not isinstance(kernels, list) or len(kernels) != len(shapes):
+        raise BuildFailed(f"the build process ended early (exit status {run.finished.returncode}): {_last_line(run)} "
+                          "(a file that exits or raises at import, e.g. sys.exit or KeyboardInterrupt?)")
+    texts = []
+    for shape, entry in zip(shapes, kernels):
+        if not isinstance(entry, dict) or entry.get("shape") != list(shape) or not isinstance(entry.get("tir"), str):
+            raise BuildFailed(f"the build process wrote a malformed result (no TIR text for {format_shape(shape)})")
+        texts.append({"shape": list(shape), "tir": entry["tir"]})
+    return texts
+
+
+def _last_line(run: sandbox.ChildRun) -> str:
+    lines = [line.strip() for line in run.finished.output.splitlines() if line.strip()] or ["no output"]
+    return lines[-1][:300]
+
+
+def _built(entry: dict, out_dir: Path | None) -> Built:
+    shape = tuple(int(d) for d in entry["shape"])
+    library = None
+    if out_dir is not None:
+        library = str(out_dir / _library_name(shape))
+    return Built(shape, build.artifacts_from_json(entry["artifacts"]), base64.b64decode(entry["cubin"]), library)
+
+
+def _library_name(shape: Shape) -> str:
+    return f"kernel_{format_shape(shape)}.so"
 
 
 def _workers(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1))
 
 
-def _confirm(entry: dict, arch: str) -> Built:
-    artifacts = build.artifacts_from_json(entry["artifacts"])
-    cubin, artifacts.ptx = build.compile_cuda(artifacts.cuda_source, arch)
-    if build.disassemble(cubin) != artifacts.sass:
-        raise BuildFailed("the build process reported SASS that its own CUDA source does not compile to: "
-                          "the submission tried to change the grader")
-    return Built(tuple(entry["shape"]), artifacts, cubin, entry.get("library"))
+# ---- the student's process ------------------------------------------------------------------------
 
 
-# ---- the child ------------------------------------------------------------------------------------
+def _student_child(request: dict) -> dict:
+    """Import the step file and print its kernel's TIR at each shape."""
+    spec = STEPS[request["track"]][request["step"]]
+    try:
+        factory = build.kernel_factory(Path(request["impl_dir"]), request["track"], spec)
+        kernels = [{"shape": list(shape), "tir": build.make_prim_func(factory, spec, tuple(shape),
+                                                                        request["sm_count"]).script()}
+                   for shape in request["shapes"]]
+    except StepNotImplemented as err:
+        return {"error": "not implemented", "message": str(err)}
+    except BuildFailed as err:
+        return {"error": "failed", "message": str(err)}
+    return {"kernels": kernels}
 
 
-def _child(request: dict, result_path: Path) -> None:
-    import json
+# ---- the judge's build process -------------------------------------------------------------------
+
+
+def _derive_child(request: dict) -> dict:
+    """Parse each shape's TIR, check its protocol, build it; never imports a step file."""
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
     from multiprocessing import get_context
 
-    reply: dict = {"shapes": []}
+    texts = {tuple(entry["shape"]): entry["tir"] for entry in request["kernels"]}
     shapes = [tuple(shape) for shape in request["shapes"]]
+    reply: dict = {"shapes": []}
     try:
-        _start_build_process(request)  # the student's file is imported here first: its errors come out once
-        if len(shapes) <= 1 or _workers(len(shapes)) == 1:
-            entries = [_build_shape(request, shape) for shape in shapes]
+        kernels = {shape: build.parse_kernel_tir(text) for shape, text in texts.items()}
+        _start_derive_process(request)
+        jobs = [(request, shape, texts[shape]) for shape in shapes]
+        if _workers(len(jobs)) <= 1:
+            entries = [_derive_shape(*job) for job in jobs]
         else:  # shapes build in parallel, each in a fresh process (TVM does not survive a fork)
-            with ProcessPoolExecutor(_workers(len(shapes)), get_context("spawn"), _start_build_process,
+            with ProcessPoolExecutor(_workers(len(jobs)), get_context("spawn"), _start_derive_process,
                                      (request,)) as pool:
-                entries = list(pool.map(_build_shape, [request] * len(shapes), shapes))
-        for entry in entries:
-            if "error" in entry:
-                reply.update(entry)
-                break
-            reply["shapes"].append(entry)
-        if "error" not in reply and request.get("protocol_shapes"):
-            reply["protocol"] = _protocol_check(request)
-    except StepNotImplemented as err:
-        reply.update(error="not implemented", message=str(err))
+                entries = list(pool.map(_derive_shape, *zip(*jobs)))
+        reply["shapes"] = entries
+        if request["protocol_shapes"]:
+            reply["protocol"] = _protocol_check(request, kernels)
     except BuildFailed as err:
-        reply.update(error="failed", message=str(err))
+        return {"error": "failed", "message": str(err)}
     except BrokenProcessPool:
-        reply.update(error="failed", message="a build process for one shape ended early "
-                     "(a file that exits or crashes when imported a second time?)")
-    result_path.write_text(json.dumps(reply))
+        return {"error": "failed", "message": "a build process for one shape ended early"}
+    return reply
 
 
-def _protocol_check(request: dict) -> dict:
-    """The protocol checker's verdict at each asked shape, or why it cannot simulate the kernel. It runs
-    here because it needs the kernel's TIR; what it says can only fail a grade on a machine without a
-    GPU (where the kernel cannot be run to show it), so a forged answer gains nothing the GPU would not take."""
-    from grader.analysis import protocol
+def _protocol_check(request: dict, kernels: dict) -> dict:
+    """The protocol checker's verdict at each asked shape, on the kernel parsed from the TIR text, or why
+    it cannot simulate the kernel. The barriers get the names the step file gives them (read as text)."""
+    from grader.analysis import locator, protocol
 
     spec = STEPS[request["track"]][request["step"]]
+    step_file = build.step_file(Path(request["impl_dir"]), request["track"], spec)
+    source = step_file.read_text(errors="replace") if step_file.is_file() else ""
     verdicts = []
     for shape in request["protocol_shapes"]:
+        prim_func = kernels[tuple(shape)]
         try:
-            verdict = protocol.check_step(_factory, spec, tuple(shape), request["sm_count"])
+            labels = locator.source_labels_in(source, spec.function_name, prim_func.script())
+            verdict = protocol.check_kernel(protocol.compile_kernel(prim_func, labels), tuple(shape))
         except protocol.Unsupported as err:
             return {"verdicts": [], "unsupported": f"it uses {err}"}
         except Exception as err:  # noqa: BLE001 - the checker's own failure must not fail the student's build
@@ -157,45 +220,32 @@ def _protocol_check(request: dict) -> dict:
     return {"verdicts": verdicts, "unsupported": None}
 
 
-_factory: Callable[..., Any] | None = None  # the student's hgemm_vN, imported once per build process
-
-
-def _start_build_process(request: dict) -> None:
+def _start_derive_process(request: dict) -> None:
     import tvm_ffi
     from tvm.support import nvcc  # noqa: F401  registers TVM's compile callback, which is replaced below
 
-    global _factory
     build.TOOLCHAIN = Toolchain(request["tools"])
     arch = request["arch"]
     os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
-    # On a GPU machine TVM compiles the device code here: with the judge's command, so an honest
-    # build embeds the very cubin the judge compiles from the same source.
+    # TVM compiles the device code with the judge's command, so the library embeds the very cubin
+    # the static checks read
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", lambda code, *_: build.compile_cubin(code, arch),
                                  override=True)
-    spec = STEPS[request["track"]][request["step"]]
-    _factory = build.kernel_factory(Path(request["impl_dir"]), request["track"], spec)
 
 
-def _build_shape(request: dict, shape: Shape) -> dict:
-    """One shape's artifacts and exported library, or the error that stopped it."""
+def _derive_shape(request: dict, shape: Shape, text: str) -> dict:
     from dataclasses import asdict
 
-    spec = STEPS[request["track"]][request["step"]]
-    try:
-        artifacts, executable = build.build_with_executable(_factory, spec, shape, request["arch"],
-                                                            request["sm_count"])
-    except StepNotImplemented as err:
-        return {"error": "not implemented", "message": str(err)}
-    except BuildFailed as err:
-        return {"error": "failed", "message": str(err)}
-    library = None
+    artifacts, executable = build.build_prim_func(build.parse_kernel_tir(text), request["arch"])
+    cubin = build.compile_cubin(artifacts.cuda_source, request["arch"])
     if request["export_dir"]:
-        library = str(Path(request["export_dir"]) / f"step{spec.number}_{'x'.join(map(str, shape))}.so")
-        executable.export_library(library)
-    return {"shape": shape, "artifacts": asdict(artifacts), "library": library}
+        executable.export_library(str(Path(request["export_dir"]) / _library_name(shape)))
+    return {"shape": list(shape), "artifacts": asdict(artifacts), "cubin": base64.b64encode(cubin).decode()}
 
 
 if __name__ == "__main__":
     import json
 
-    _child(json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))
+    _request = json.loads(Path(sys.argv[1]).read_text())
+    _reply = _derive_child(_request) if _request.get("derive") else _student_child(_request)
+    Path(sys.argv[2]).write_text(json.dumps(_reply))

@@ -52,7 +52,8 @@ class LocateResult:
 def locate(request: LocateRequest, timeout_s: float = CHILD_TIMEOUT_S, *, with_solutions: bool = True) -> LocateResult:
     """Run the debug build once in a child process over a copy of the course; never raises for the kernel's sake."""
     run = sandbox.run_child("grader.runs.debug_child", asdict(request), Path(request.impl_dir),
-                            with_solutions=with_solutions, timeout_s=timeout_s)
+                            with_solutions=with_solutions, timeout_s=timeout_s,
+                            gpu=sandbox.this_gpu() if request.run else None)
     if run.reply is not None:
         try:
             return LocateResult(**run.reply)

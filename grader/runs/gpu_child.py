@@ -70,38 +70,69 @@ class GpuResult:
     running: str = ""  # what the child was doing when it last wrote this file
     error: str = ""  # set when the step could not be run to the end
 
+    @classmethod
+    def from_json(cls, data: dict) -> GpuResult:
+        """The result as the child wrote it, each field checked for the type the judge reads."""
+        result = cls(**{name: data[name] for name in ("device", "running", "error") if name in data})
+        if not all(isinstance(text, str) for text in (result.device, result.running, result.error)):
+            raise TypeError("device, running and error must be text")
+        result.correctness = [_checked(entry, CORRECTNESS_FIELDS) for entry in data.get("correctness", [])]
+        result.timing = [_checked(entry, TIMING_FIELDS) for entry in data.get("timing", [])]
+        for entry in result.timing:
+            if not all(isinstance(ms, float) and ms > 0 for ms in entry["ms"].values()) or "kernel" not in entry["ms"]:
+                raise ValueError("timings must be positive numbers of milliseconds")
+        return result
+
+
+CORRECTNESS_FIELDS = {"shape": list, "seed": int, "passed": bool, "message": str}
+TIMING_FIELDS = {"shape": list, "ms": dict}
+
+
+def _checked(entry, fields: dict[str, type]) -> dict:
+    if not isinstance(entry, dict) or not all(isinstance(entry.get(name), kind) for name, kind in fields.items()):
+        raise TypeError(f"an entry lacks one of {', '.join(fields)}")
+    if len(entry["shape"]) != 3 or not all(type(d) is int for d in entry["shape"]):
+        raise ValueError("a shape must be three whole numbers")
+    return entry
+
 
 def run_step(request: GpuRequest, timeout_s: float) -> GpuResult:
-    """Run one step's GPU work in a child process; never raises for the kernel's sake. The child loads the
-    libraries the build process made (their host code is the build's), so it too runs in a copy of the course."""
-    with tempfile.TemporaryDirectory(prefix="grader-gpu-") as tmp:
-        request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
+    """Run one step's GPU work in a child process; never raises for the kernel's sake. The child is confined
+    like the build (core/sandbox), with its GPU's device nodes only; it reads the kernels' folders and
+    writes its result into its scratch folder."""
+    confined = sandbox.confinement()
+    gpu = sandbox.this_gpu()
+    kernel_folders = sorted({Path(path).parent for k in request.kernels for path in (k.cubin, k.library)})
+    copy = sandbox.course_copy(Path(request.impl_dir), with_solutions=False)
+    request_path, result_path = copy / "request.json", copy / sandbox.SCRATCH / "result.json"
+    try:
         request_path.write_text(json.dumps(asdict(request)))
-        log_path = Path(tmp) / "output.txt"
-        copy = sandbox.course_copy(Path(request.impl_dir), with_solutions=False)
-        with open(log_path, "w") as log:
+        confined.prepare(copy, kernel_folders)
+        with tempfile.TemporaryFile("w+", errors="replace") as log:
             child = subprocess.Popen(
-                sandbox.python_command("grader.runs.gpu_child", str(request_path), str(result_path)),
-                cwd=copy,
-                stdout=log,
-                stderr=subprocess.STDOUT,
+                confined.command(sandbox.python_command("grader.runs.gpu_child", str(request_path), str(result_path)),
+                                 copy, kernel_folders, gpu=gpu),
+                cwd=copy, env=confined.environment(dict(os.environ), copy, gpu), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,  # so a timeout can kill the child and anything it started
+                **confined.popen_arguments(),
             )
-            try:
-                timed_out = _wait_with_progress(child, result_path, request.step, timeout_s)
-            finally:
-                shutil.rmtree(copy, ignore_errors=True)
-        output = log_path.read_text(errors="replace")
+            timed_out = _wait_with_progress(child, result_path, request.step, timeout_s)
+            sandbox.sweep()
+            log.seek(0)
+            output = log.read()
         result = _read_result(result_path)
-        if timed_out:
-            result.error = (
-                f"did not finish in {timeout_s:.0f} s while {result.running or 'starting'}: "
-                f"the kernel is probably deadlocked. Check {HANG_CAUSES}."
-            ) + hang_report(request, result)
-        elif child.returncode != 0 and not result.error:
-            lines = [line.strip() for line in output.splitlines() if line.strip()]
-            result.error = _failure(result.running, (lines or ["(no output)"])[-1])
-        return result
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+    if timed_out:
+        result.error = (
+            f"did not finish in {timeout_s:.0f} s while {result.running or 'starting'}: "
+            f"the kernel is probably deadlocked. Check {HANG_CAUSES}."
+        ) + hang_report(request, result)
+    elif child.returncode != 0 and not result.error:
+        lines = [line.strip() for line in output.splitlines() if line.strip()]
+        result.error = _failure(result.running, (lines or ["(no output)"])[-1])
+    return result
 
 
 def _wait_with_progress(child: subprocess.Popen, result_path: Path, step: int, timeout_s: float) -> bool:
@@ -114,7 +145,7 @@ def _wait_with_progress(child: subprocess.Popen, result_path: Path, step: int, t
             return True
         running = _read_result(result_path).running if result_path.exists() else ""
         if running and running != shown and running != "done":
-            print(f"  step {step}: {running}", file=sys.stderr, flush=True)
+            print(f"  step {step}: {running[:200]}", file=sys.stderr, flush=True)
             shown = running
         time.sleep(0.2)
     try:
@@ -125,10 +156,14 @@ def _wait_with_progress(child: subprocess.Popen, result_path: Path, step: int, t
 
 
 def _read_result(path: Path) -> GpuResult:
+    """The child's result as far as it got; one that is not what the child writes is an error, never a traceback."""
+    reply, unreadable = sandbox.read_reply(path)
+    if reply is None:
+        return GpuResult(error="the GPU child wrote an unreadable result" if unreadable else "")
     try:
-        return GpuResult(**json.loads(path.read_text()))
-    except (OSError, ValueError):  # not written yet
-        return GpuResult()
+        return GpuResult.from_json(reply)
+    except (KeyError, TypeError, ValueError) as err:
+        return GpuResult(error=f"the GPU child wrote a malformed result ({err})")
 
 
 def _failure(running: str, detail: str) -> str:

@@ -49,7 +49,8 @@ class TimelineResult:
 def record(request: TimelineRequest) -> TimelineResult:
     """Build (and on a GPU, run) the timeline build in a child over a copy of the course."""
     run = sandbox.run_child("grader.runs.timeline_child", asdict(request), Path(request.impl_dir),
-                            with_solutions=True, timeout_s=RUN_TIMEOUT_S if request.measure else BUILD_TIMEOUT_S)
+                            with_solutions=True, timeout_s=RUN_TIMEOUT_S if request.measure else BUILD_TIMEOUT_S,
+                            gpu=sandbox.this_gpu() if request.measure else None)
     if run.reply is not None:
         try:
             return TimelineResult(**run.reply)
