@@ -1552,7 +1552,9 @@ _ORDER = ("init", "layout", "exit", "named_barrier", "tx_bytes", "delivery", "co
           "pending_at_exit", "loop")
 
 
-def check_kernel(kernel: Kernel, shape: Shape) -> Verdict:
+def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
+    """`ragged`: the step takes any shape (its ShapeRule), so its TMA boxes may hang over the edges."""
+    kernel = dataclasses.replace(kernel, ragged=ragged)
     start = time.perf_counter()
     grid = kernel.grid + (1,) * (2 - len(kernel.grid))
     first = (0,) + (0,) * (len(grid) - 1)
@@ -1601,4 +1603,4 @@ def _starting_phase(kernel: Kernel, schedules, cta, waits) -> Finding | None:
 def check_step(factory, spec, shape: Shape, sm_count: int) -> Verdict:
     prim_func = build.make_prim_func(factory, spec, shape, sm_count)
     kernel = compile_kernel(prim_func, source_labels(factory, prim_func.script()))
-    return check_kernel(dataclasses.replace(kernel, ragged=spec.shapes.ragged), shape)
+    return check_kernel(kernel, shape, spec.shapes.ragged)

@@ -211,7 +211,7 @@ def _protocol_check(request: dict, kernels: dict) -> dict:
         prim_func = kernels[tuple(shape)]
         try:
             labels = locator.source_labels_in(source, spec.function_name, prim_func.script())
-            verdict = protocol.check_kernel(protocol.compile_kernel(prim_func, labels), tuple(shape))
+            verdict = protocol.check_kernel(protocol.compile_kernel(prim_func, labels), tuple(shape), spec.shapes.ragged)
         except protocol.Unsupported as err:
             return {"verdicts": [], "unsupported": f"it uses {err}"}
         except Exception as err:  # noqa: BLE001 - the checker's own failure must not fail the student's build
