@@ -142,7 +142,10 @@ attempt("write the grader", lambda: open({repo!r} + "/grader/analysis/features.p
 attempt("plant a later step", lambda: open({repo!r} + "/steps/hopper/step09_planted.py", "w").close())
 attempt("write a solution", lambda: open({repo!r} + "/solutions/hopper/" + {solution!r}, "a").close())
 attempt("write an installed package", lambda: open({package!r}, "a").close())
-attempt("list the course", lambda: os.listdir({repo!r}))
+def course_files():  # the course's own .venv is the interpreter, bound alone where the course has it
+    if not [name for name in os.listdir({repo!r}) if name != ".venv"]:
+        raise FileNotFoundError("only the interpreter's .venv")
+attempt("list the course", course_files)
 attempt("link into the report folder", lambda: os.symlink({repo!r} + "/autograder/weights", {report!r}))
 attempt("see the judge", lambda: os.stat("/proc/{judge}/cwd"))
 attempt("reach the network", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=2).close())

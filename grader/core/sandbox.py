@@ -47,6 +47,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 COURSE_PARTS = ("grader", "kernel_helpers", "solutions", "Makefile", "pyproject.toml")
 JUDGE_PACKAGES = ("tvm", "tvm_ffi", "torch", "numpy")  # imported by the judging processes, wherever installed
 TOOLS = ("nvcc", "ptxas", "cuobjdump", "nvdisasm")
+HOST_COMPILERS = ("g++", "gcc", "c++", "cc")
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -397,6 +398,9 @@ def _runtime_folders() -> list[str]:
               str(Path(os.path.realpath(sys.executable)).parent.parent), *_package_folders()}
     wanted.update(entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry)
     wanted.update(str(Path(path).parent.parent) for path in Toolchain.resolve().paths.values())
+    # the host C/C++ compiler that nvcc and TVM's export_library run (an H200 image had it under /opt/gcc)
+    compilers = [os.environ.get(name, "") for name in ("CXX", "CC")] + [shutil.which(name) or "" for name in HOST_COMPILERS]
+    wanted.update(str(Path(path).parent.parent) for path in compilers if os.path.isabs(path))
     course = REPO_ROOT.resolve()
     folders = sorted({os.path.realpath(folder) for folder in wanted if os.path.isdir(folder)})
     folders = [folder for folder in folders if not course.is_relative_to(folder)
