@@ -44,7 +44,11 @@ def test_no_finding_on_a_reference_solution_at_any_grader_shape(track, step):
     factory = build.kernel_factory(REPO / "solutions", track, spec)
     for shape in spec.correctness_shapes:
         started = time.perf_counter()
-        verdict = check(factory, track, step, shape)
+        try:
+            verdict = check(factory, track, step, shape)
+        except protocol.Unsupported as err:  # step 12's stream-K fixup waits on global memory: not simulated yet
+            assert (track, step) == ("hopper", 12) and "global memory" in str(err), err
+            continue
         assert verdict.ok, "\n".join(verdict.lines())
         assert verdict.ops > 0
         assert time.perf_counter() - started < CHECK_LIMIT_S
