@@ -427,7 +427,7 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
         checks += [TMA_EVERY_OPERAND, EVERY_K_TILE_LOADED, STORE_FENCE, ONE_TMA_ISSUER, ONE_EXPECT_TX, ONE_TMA_STORER,
                    STORE_WAITED]
     if step >= 6:  # step 12 walks its own work units: (tile, K range), not tiles strided by the grid
-        checks += [STAGING_REUSE, TILE_FOLLOWED] + ([TILE_STRIDE] if step != 12 else [])
+        checks += [STAGING_REUSE] + ([TILE_STRIDE] if step != 12 else []) + [TILE_FOLLOWED]
     if track == "blackwell" and step >= 7:
         checks.append(TMEM_HANDBACK_FENCE)
     if track == "blackwell":
