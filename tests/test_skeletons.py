@@ -88,7 +88,7 @@ def test_every_todo_has_hints_at_every_level(track, step, capsys):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--step", "0"], "--step must be one of 1..10"),
+        (["--step", "0"], "--step must be one of 1..12"),
         (["--step", "4", "--level", "4"], "--level must be one of 1..3"),
         (["--step", "4", "--todo", "x"], "--todo must be one of"),
         (["--step", "4", "--todo", "99", "--track", "blackwell"], "has TODOs 1-"),
