@@ -8,7 +8,8 @@ wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA), timed 
 
 Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
 and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
-twice more, and its two outputs must be the same bits and its locks zero again; then all of them
+twice, and its two outputs must be the same bits (locks left non-zero would hang or corrupt the
+second run); then all of them
 and cuBLAS are timed in one interleaved run (the grader's timing: L2 flushed, median).
 """
 

@@ -124,9 +124,9 @@ def _cluster_step(number: int, topic: str, tile_m: int, tile_n: int) -> StepSpec
 
 # Steps 11-12 take any M, and N and K multiples of 8. Their correctness shapes: one row; M and N
 # ragged by a few rows and columns, with K = 8 (less than one K tile) and K % 64 != 0; primes for M;
-# 1000 tokens; one cluster tile hanging over every edge; a K-heavy shape whose few tiles leave most
-# SMs idle, and an LLM layer at 256 tokens: there step 12 splits each tile's K range over several
-# CTAs; and more tiles than clusters with ragged edges on all sides.
+# 1000 tokens; one cluster tile hanging over every edge; a K-heavy shape whose four tiles leave most
+# SMs idle (step 12 deals it as stream-K), and an LLM layer at 256 tokens (step 12: narrow whole tiles);
+# and more tiles than clusters with ragged edges on all sides.
 RAGGED_RULE = ShapeRule((1, 8, 8), ragged=True)
 _RAGGED_SHAPES = (
     (1, 8, 8),
