@@ -259,6 +259,30 @@ os.symlink({str(target)!r}, {str(out_dir / "kernel_128x128x64.so")!r})
     assert library.is_file() and not library.is_symlink()  # the judge's build process wrote it, in place
 
 
+GPU_PROBE = ("import glob, json, torch; print(json.dumps({'count': torch.cuda.device_count(), "
+             "'uuid': str(torch.cuda.get_device_properties(0).uuid), 'nodes': sorted(glob.glob('/dev/nvidia[0-9]*'))}))")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(MODE != "bwrap", reason=f"bubblewrap cannot start here ({sandbox.confinement().reason})")
+def test_the_gpu_child_sees_only_its_own_gpu(tmp_path):
+    """Confined as the GPU child is, a process sees one CUDA device, the judge's, and one GPU device node: on a
+    node of several GPUs the others are neither listed nor reachable (a class grade pins one student per GPU)."""
+    (tmp_path / sandbox.SCRATCH).mkdir()
+    gpu = sandbox.this_gpu()
+    confined = sandbox.confinement()
+    probe = subprocess.run(confined.command([sys.executable, "-c", GPU_PROBE], tmp_path, gpu=gpu),
+                           env=confined.environment(dict(os.environ), tmp_path, gpu), capture_output=True, text=True,
+                           timeout=120)
+    assert probe.returncode == 0, probe.stderr
+    seen = json.loads(probe.stdout)
+    assert seen["count"] == 1
+    assert gpu.uuid.endswith(seen["uuid"].removeprefix("GPU-"))
+    print(f"judge's GPU {gpu}; the confined child sees {seen}")
+    if gpu.node is not None:  # without the driver's record every GPU node is bound and the UUID alone picks one
+        assert seen["nodes"] == [gpu.node]
+
+
 # ---- bad input: one line, exit status 2 ----------------------------------------------------------
 
 
