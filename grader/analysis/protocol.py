@@ -25,6 +25,17 @@ What is modelled exactly:
   its descriptors point at until a wait_group retires it.
 - tcgen05 MMAs read their stages until a later `tcgen05.commit` of the same thread arrives.
 - TMA loads write their stage until their bytes are delivered.
+- global memory, where CTAs wait on each other (a stream-K fixup; grid-wide, not per cluster): the int words
+  that CTAs add to (T.cuda.atomic_add, atom/red.add) and spin on (ld.acquire in a while loop) are locks
+  with exact values; a store to one sets it (the waiter's reset to 0). Stores and loads of data in global
+  memory (the fp32 partial sums) are followed only for their order: a store is published by a release
+  (an add on a lock) when a gpu-scope fence (T.cuda.thread_fence(), fence.sc/acq_rel.gpu, or the add's own
+  .release) ran after it in a thread it was ordered before (its own, or one a barrier joined); a load of a
+  partial sum must come after an ld.acquire of a lock that published its store (or a barrier after one).
+  A fence, release or acquire scoped to a cta or cluster orders nothing here (the units of a tile are
+  other clusters). The model knows nothing of wgmma or tcgen05: it serves a Blackwell fixup alike. Not
+  modelled: other atomics than adds (exch, cas) and plain loads of a lock (refused: Unsupported); an
+  mbarrier or cluster barrier as the order between a partial sum's store and its load (not followed).
 Async completions (TMA deliveries, commit arrivals) are events that the scheduler delivers.
 
 The search. A schedule runs one warp as far as it can (until it blocks or ends), then the next one,
@@ -42,6 +53,13 @@ move (lazy). The schedules tried, for the first and for the last CTA (cluster) o
    refill a stage W's group still reads, and a named barrier shared by two groups completes with a
    mix of both. These are exactly the classes where the order of warps, not their trip counts,
    decides the outcome; trying every warp as the slow one covers each waiter and each arriver.
+A kernel whose CTAs wait on each other through global memory first runs as a whole grid (run_grid): every
+cluster, launched in the order of its CTA indices, one at a time, the next one when every warp of those
+running is blocked or has ended. That is the schedule of a GPU that holds fewer CTAs than the grid (it
+starts CTAs in order as SMs free up): a CTA that spins on a lock that only a later CTA adds to is found
+there, as is a spin that nothing serves (a missing release), a release before its partial sums are fenced,
+a load of a partial sum that no acquire ordered, and a lock left non-zero at the end (the kernel does not
+zero its locks per launch). The per-cluster schedules above then start from the other CTAs' adds.
 The schedules are deterministic, so a finding comes with the schedule that shows it.
 """
 
@@ -140,6 +158,11 @@ def _loads(e):
                     if type(getattr(e, f, None)).__module__.startswith("tvm")]
     for child in children:
         yield from _loads(child)
+
+
+def _below_gpu(words) -> bool:
+    """A memory order scoped to the CTA or the cluster: the units of a fixup are other clusters."""
+    return bool(set(words) & {"cta", "cluster"})
 
 
 def _gpu_fence(call) -> bool:
@@ -519,7 +542,7 @@ class _Compiler:
             raise Unsupported(f"the atomic {call.op.name} of a value that is not an integer")
         self.global_sync = True
         ref, _ = self.expr(address)
-        release = any(word in ("release", "acq_rel") for word in words)
+        release = any(word in ("release", "acq_rel") for word in words) and not _below_gpu(words)
         self.emit(depth, f"yield rt.global_add(a, {ref}, {self.expr(values[0])[0]}, {self.lanes(call)}, {release})")
         targets = list(call.args)[:list(call.args).index(address)]
         if targets and type(targets[0]).__name__ == "TensorLoad":  # atom returns the old value
@@ -547,7 +570,8 @@ class _Compiler:
                 except _Data:
                     pass
             shown = f"({', '.join(named)},)" if named else "()"
-        self.emit(depth, f"yield rt.global_load(a, {ref}, {'acquire' in words}, {loop!r}, {condition!r}, {shown})")
+        acquire = "acquire" in words and not _below_gpu(words)
+        self.emit(depth, f"yield rt.global_load(a, {ref}, {acquire}, {loop!r}, {condition!r}, {shown})")
         self.emit(depth, f"{self.local_target(target)} = a.loaded")
         if loop is not None:
             self.spins.add(loop)
@@ -810,9 +834,21 @@ class Lock:
 @dataclass
 class StoreBatch:
     """The stores of data to global memory (partial sums) that one warp made between two synchronisations."""
-    who: str
-    cta: int
+    cta: int  # its number in the grid
+    threads: frozenset  # the threads of the CTA that stored (the warp's lanes)
     fenced: bool = False  # a gpu-scope fence of a thread that they were ordered before has run
+
+    @property
+    def who(self) -> str:
+        return _stored_by([self])
+
+
+def _stored_by(batches) -> str:
+    """'CTA 0, warps 4-7 (all lanes)' for the threads that made some store batches."""
+    by_cta: dict[int, set] = {}
+    for batch in batches:
+        by_cta.setdefault(batch.cta, set()).update(batch.threads)
+    return "; ".join(f"CTA {cta}, {_who(threads)}" for cta, threads in sorted(by_cta.items()))
 
 
 class GlobalMemory:
@@ -1459,7 +1495,8 @@ class Machine:
     def global_store(self, agent: Agent, name: str, index: int) -> None:
         memory = self.memory
         if agent.batch is None:
-            memory.batches.append(StoreBatch(self.who([agent]), self.cta_number(agent.cta)))
+            memory.batches.append(StoreBatch(self.cta_number(agent.cta),
+                                             frozenset(agent.warp * 32 + lane for lane in agent.lanes)))
             agent.batch = len(memory.batches) - 1
             agent.view.add(agent.batch)
             agent.unfenced.add(agent.batch)
@@ -1498,10 +1535,10 @@ class Machine:
         key, lock = self.memory.lock(ref)
         if release:  # atom/red.release orders what this thread has seen before itself, as a fence would
             self.gpu_fence(agent)
-        late = sorted(b for b in agent.unfenced if not self.memory.batches[b].fenced)
+        late = [self.memory.batches[b] for b in agent.unfenced if not self.memory.batches[b].fenced]
         if late:
-            writers = "; ".join(dict.fromkeys(self.memory.batches[b].who for b in late))
-            self.found("fixup", (key[1], "fence"), f"{self.who([agent])}: adds {int(amount) * lanes} to "
+            writers = _stored_by(late)
+            self.found("fixup", (key[0], "fence"), f"{self.who([agent])}: adds {int(amount) * lanes} to "
                        f"{lock.label} (the release that lets the waiting unit read the partial sums) while the "
                        f"stores of {writers} to global memory are not fenced: without a fence between them the "
                        "add may become visible before the stores, and the waiter adds partial sums that are not "
