@@ -2020,17 +2020,19 @@ class Verdict:
     ops: int
     findings: list[tuple[Finding, str]]  # (finding, the schedule that showed it)
     seconds: float
+    locks: int = 0  # locks in global memory that some CTA added to (a fixup, simulated over the whole grid)
 
     @property
     def ok(self) -> bool:
         return not self.findings
 
     def lines(self) -> list[str]:
+        locks = f", {self.locks} lock{'s' * (self.locks != 1)} in global memory" if self.locks else ""
         if self.ok:
             return [f"no protocol problem found at {format_shape(self.shape)} ({self.warps} warps, "
-                    f"{self.ops} barrier ops simulated)"]
+                    f"{self.ops} barrier ops simulated{locks})"]
         out = [f"protocol problems at {format_shape(self.shape)} ({self.warps} warps, {self.ops} barrier ops "
-               f"simulated):"]
+               f"simulated{locks}):"]
         for finding, schedule in self.findings[:MAX_LINES]:
             out.append(f"- {finding.kind.replace('_', ' ')}: {finding.lines[0]}")
             out.extend(f"  {line}" for line in finding.lines[1:])
@@ -2062,9 +2064,11 @@ def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
     schedules = [(None, False), (None, True)] + [(w, False) for w in range(agents)]
     deadlock = None  # (cta, the waits) of the first schedule that deadlocked
     memory_for = _no_memory
+    locks = 0
     if kernel.fixup:  # CTAs wait on each other through global memory: the whole grid runs once, sharing it
         result, memory = run_grid(kernel)
         ops += result.ops
+        locks = sum(any(op == "+" for _, op, _ in lock.history) for lock in memory.locks.values())
         for finding in result.findings:
             found.setdefault((finding.kind,) + finding.key, (finding, result.name))
         memory_for = _memory_for(kernel, memory)
@@ -2084,7 +2088,7 @@ def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
     found = {k: v for k, v in found.items() if not (v[0].kind == "overrun" and v[0].key == (k[1], "phase")
                                                     and k[1] in lapped)}  # the same event, seen from a lapped warp
     ordered = sorted(found.values(), key=lambda item: _ORDER.index(item[0].kind))
-    return Verdict(shape, agents, ops, ordered, time.perf_counter() - start)
+    return Verdict(shape, agents, ops, ordered, time.perf_counter() - start, locks)
 
 
 def _no_memory(cta: tuple[int, ...]) -> None:
