@@ -131,8 +131,8 @@ FENCE_BEFORE_THE_BARRIER = [(_PARTIAL_BARRIER + _THREAD_0 + _FENCE,
                              r"\1if warp_id == 0:\1    if lane_id == 0:\1        T.cuda.thread_fence()"
                              r"\1T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)\n\2")]
 # the final range's other threads read the partial sums without the barrier after thread 0's acquire
-NO_BARRIER_AFTER_THE_ACQUIRE = [(r"(locks\[lock_index\] = 0  #[^\n]*)\n\s+T\.cuda\.warpgroup_sync\(EPILOGUE_BAR \+ consumer\)",
-                                 r"\1")]
+NO_BARRIER_AFTER_THE_ACQUIRE = [(r"(locks\[lock_index\] = 0  #[^\n]*)\n\s+T\.cuda\.warpgroup_sync\(EPILOGUE_BAR "
+                                 r"\+ consumer\)", r"\1")]
 
 # name: (tracks, step, shape, replacements, kind of the first finding, texts the report contains)
 MUTATIONS = {

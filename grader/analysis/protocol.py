@@ -195,7 +195,7 @@ class _Compiler:
         # ld.acquire), and whether the stores and loads of data in global memory are followed (then only)
         self.global_sync = False
         self.track_global = True
-        self.spin: tuple[str, str, list[str]] | None = None  # the while loop being compiled: (id, its condition, operands)
+        self.spin: tuple[str, str, list] | None = None  # the while loop being compiled: id, condition, its operands
         self.spins: set[str] = set()  # the while loops that load a lock themselves (not in an inner loop): spins
 
     def fresh(self, prefix: str) -> str:
@@ -884,8 +884,10 @@ class GlobalMemory:
         lock.version += 1
         lock.history.append((machine.cta_number(agent.cta), "+", amount))
         for spinner_machine, spinner in self.spinners.get(key, ()):
-            if (spinner.done or spinner.block is None or spinner.block.what[:2] != ("lock", key)
-                    or machine.place is None or spinner_machine.place is None or spinner_machine.place >= machine.place):
+            blocked = not spinner.done and spinner.block is not None and spinner.block.what[:2] == ("lock", key)
+            if not blocked or machine.place is None or spinner_machine.place is None:
+                continue
+            if spinner_machine.place >= machine.place:
                 continue
             _, _, condition, shown = spinner.block.what
             waiter, adder = spinner_machine.who([spinner]), machine.who([agent])
