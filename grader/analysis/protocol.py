@@ -865,6 +865,7 @@ class GlobalMemory:
         self.last_store: dict[tuple, int] = {}  # (buffer, element) -> the batch of its last store
         self.stored: set[str] = set()  # the buffers of data some unit stored to (a workspace)
         self.spinners: dict[tuple, list] = {}  # lock key -> (machine, warp) of each load that waited on it
+        self.blocked_elsewhere = False  # a grid run ended with a cluster stuck on its barriers, not on a lock
         self.findings: dict[tuple, Finding] = {}
         for key, value in (start or {}).items():
             self.lock(("gmem",) + key)[1].value = value
@@ -1689,6 +1690,9 @@ def run_grid(kernel: Kernel) -> tuple[ScheduleResult, GlobalMemory]:
                 running.remove(machine)
         if running and running_blocked and not pending:
             break  # nothing can move and nothing is left to launch: a deadlock
+    # a cluster stuck with no warp on a lock is stuck on its own barriers: the spins that wait for it follow from that
+    memory.blocked_elsewhere = any(not any(a.block is not None and a.block.what[0] == "lock" for a in stuck)
+                                   for stuck in ([a for a in m.agents if not a.done] for m in running) if stuck)
     findings: dict[tuple, Finding] = {}
     for machine in machines:
         ops += machine.ops
@@ -1867,7 +1871,7 @@ def _misdirected(machine: Machine, stuck: list[Agent]) -> None:
 def _lock_never_served(machine: Machine, stuck: list[Agent]) -> None:
     """A deadlock in which a warp spins on a lock in global memory that no running warp will add to again: a
     release that never came (in a grid run; a cluster's own schedules start from what the grid added)."""
-    if machine.memory is None or machine.memory.isolated:
+    if machine.memory is None or machine.memory.isolated or machine.memory.blocked_elsewhere:
         return
     for agent in stuck:
         if agent.block is None or agent.block.what[0] != "lock":
