@@ -500,3 +500,29 @@ VARIANTS: tuple[Variant, ...] = (
             r"m_idx \* \(CLUSTER \* BLK_M\)", "m_idx * (2 * CLUSTER * BLK_M)",
             "fault", SIMULATED, names=("reaches outside",)),
 )
+
+# ---- Hopper step 12: the fixup through global memory (one block, kept apart for merging) ----
+# The protocol checker runs the whole grid with its locks (grader/analysis/protocol.py, run_grid). These are graded
+# at the correctness shape that step 12 deals as stream-K at 132 SMs: the static-check shape is whole tiles, where
+# no lock is used. On a GPU, the later-CTA wait runs through while all 132 CTAs are resident (one per SM): it
+# hangs only where the GPU holds fewer CTAs than the grid, so it is rejected for what CUDA allows ("race").
+_FIXUP_SHAPE = (257, 264, 4104)
+FIXUP_VARIANTS: tuple[Variant, ...] = (
+    # the partial range stores its sums and never adds its count: the final range spins for ever
+    Variant("hopper-12-fixup-no-release", "hopper", 12,
+            r"\n\s+T\.evaluate\(T\.cuda\.atomic_add\(locks\.ptr_to\(\[lock_index\]\), work\.k_end - work\.k_begin\)\)",
+            "", "hang", SIMULATED, todo="12.8", names=("locks[", "a release that never came")),
+    # the count is added without a fence: it may be seen before the partial sums it announces
+    Variant("hopper-12-fixup-release-before-the-fence", "hopper", 12, r"\n\s+T\.cuda\.thread_fence\(\)  #[^\n]*",
+            "", "race", SIMULATED, todo="12.8", names=("locks[", "are not fenced")),
+    # the final range leaves the lock at its count: the next launch's wait starts from it
+    Variant("hopper-12-fixup-lock-left-set", "hopper", 12, r"\n\s+locks\[lock_index\] = 0  #[^\n]*",
+            "", "wrong", SIMULATED, todo="12.9", names=("locks[", "ends the launch at")),
+    # clusters numbered from the last CTA: a tile's final range waits on CTAs with higher indices
+    Variant("hopper-12-fixup-waits-on-a-later-cta", "hopper", 12,
+            r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var((sm_count - 1 - bx) // CLUSTER)",
+            "race", SIMULATED, names=("locks[", "comes after", "lower indices")),
+)
+VARIANTS += FIXUP_VARIANTS
+# the shape a variant is graded at, where it is not its step's static-check shape
+GRADED_AT: dict[str, tuple[int, int, int]] = {variant.name: _FIXUP_SHAPE for variant in FIXUP_VARIANTS}

@@ -25,6 +25,17 @@ What is modelled exactly:
   its descriptors point at until a wait_group retires it.
 - tcgen05 MMAs read their stages until a later `tcgen05.commit` of the same thread arrives.
 - TMA loads write their stage until their bytes are delivered.
+- global memory, where CTAs wait on each other (a stream-K fixup; grid-wide, not per cluster): the int words
+  that CTAs add to (T.cuda.atomic_add, atom/red.add) and spin on (ld.acquire in a while loop) are locks
+  with exact values; a store to one sets it (the waiter's reset to 0). Stores and loads of data in global
+  memory (the fp32 partial sums) are followed only for their order: a store is published by a release
+  (an add on a lock) when a gpu-scope fence (T.cuda.thread_fence(), fence.sc/acq_rel.gpu, or the add's own
+  .release) ran after it in a thread it was ordered before (its own, or one a barrier joined); a load of a
+  partial sum must come after an ld.acquire of a lock that published its store (or a barrier after one).
+  A fence, release or acquire scoped to a cta or cluster orders nothing here (the units of a tile are
+  other clusters). The model knows nothing of wgmma or tcgen05: it serves a Blackwell fixup alike. Not
+  modelled: other atomics than adds (exch, cas) and plain loads of a lock (refused: Unsupported); an
+  mbarrier or cluster barrier as the order between a partial sum's store and its load (not followed).
 Async completions (TMA deliveries, commit arrivals) are events that the scheduler delivers.
 
 The search. A schedule runs one warp as far as it can (until it blocks or ends), then the next one,
@@ -42,6 +53,13 @@ move (lazy). The schedules tried, for the first and for the last CTA (cluster) o
    refill a stage W's group still reads, and a named barrier shared by two groups completes with a
    mix of both. These are exactly the classes where the order of warps, not their trip counts,
    decides the outcome; trying every warp as the slow one covers each waiter and each arriver.
+A kernel whose CTAs wait on each other through global memory first runs as a whole grid (run_grid): every
+cluster, launched in the order of its CTA indices, one at a time, the next one when every warp of those
+running is blocked or has ended. That is the schedule of a GPU that holds fewer CTAs than the grid (it
+starts CTAs in order as SMs free up): a CTA that spins on a lock that only a later CTA adds to is found
+there, as is a spin that nothing serves (a missing release), a release before its partial sums are fenced,
+a load of a partial sum that no acquire ordered, and a lock left non-zero at the end (the kernel does not
+zero its locks per launch). The per-cluster schedules above then start from the other CTAs' adds.
 The schedules are deterministic, so a finding comes with the schedule that shows it.
 """
 
@@ -106,6 +124,8 @@ class Kernel:
     # a step that takes any shape (11 on): its TMA boxes may hang over the matrix's edge (loads fill
     # zeros, stores are clipped), or lie wholly past it inside the last cluster tile (a partner CTA)
     ragged: bool = False
+    # it synchronises CTAs through global memory (a stream-K fixup's locks): the whole grid is simulated
+    fixup: bool = False
 
 
 _SCOPES = {("kernel", "cta"): "CTA", ("cluster", "cta"): "RANK", ("cta", "warpgroup"): "WG",
@@ -123,6 +143,32 @@ _SKIPPED_OPS = ("fence", "setmaxnreg", "wgmma_fence", "warp_sync", "trap_when", 
 
 def _dtype(expr) -> str:
     return str(getattr(expr, "ty", ""))
+
+
+def _loads(e):
+    """The loads of buffers inside an expression."""
+    kind = type(e).__name__
+    if kind == "TensorLoad":
+        yield e
+        children = list(e.indices)
+    elif kind == "Call":
+        children = list(e.args)
+    else:
+        children = [getattr(e, f) for f in ("a", "b", "value", "condition", "true_value", "false_value")
+                    if type(getattr(e, f, None)).__module__.startswith("tvm")]
+    for child in children:
+        yield from _loads(child)
+
+
+def _below_gpu(words) -> bool:
+    """A memory order scoped to the CTA or the cluster: the units of a fixup are other clusters."""
+    return bool(set(words) & {"cta", "cluster"})
+
+
+def _gpu_fence(call) -> bool:
+    """fence.sc or fence.acq_rel at gpu (or sys) scope: orders a thread's global stores before its later ones."""
+    words = {a.value for a in call.args if type(a).__name__ == "StringImm"}
+    return bool(words & {"sc", "acq_rel"}) and bool(words & {"gpu", "sys"})
 
 
 def _int(expr) -> int:
@@ -145,6 +191,12 @@ class _Compiler:
         self.scopes: dict[str, list[int]] = {}
         self.scope_vars: dict[int, str] = {}
         self.counter = 0
+        # global memory (a stream-K fixup): whether the kernel synchronises CTAs through it (an atomic, an
+        # ld.acquire), and whether the stores and loads of data in global memory are followed (then only)
+        self.global_sync = False
+        self.track_global = True
+        self.spin: tuple[str, str, list] | None = None  # the while loop being compiled: id, condition, its operands
+        self.spins: set[str] = set()  # the while loops that load a lock themselves (not in an inner loop): spins
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -201,6 +253,9 @@ class _Compiler:
     def load(self, e) -> tuple[str, bool]:
         buffer = e.source if not hasattr(e.source, "buffer") else e.source.buffer
         handle = hash(buffer)
+        if handle not in self.names and buffer.scope() == "global" and str(buffer.dtype).startswith(("int", "uint")):
+            raise Unsupported(f"a plain load of {buffer.name} in global memory (a lock read without "
+                              "T.ptx.ld.acquire.gpu.global_ is not simulated)")
         if handle not in self.names:
             raise _Data(f"load of {buffer.name}")
         index, lane = self.flat_index(buffer, e.indices)
@@ -245,6 +300,9 @@ class _Compiler:
             index, lane = self.flat_index(buffer, load.indices)
             return f"rt.bar_at({self.remote_views[hash(buffer)]}, {index})", lane
         shared = self.shared.get(hash(buffer))
+        if shared is None and buffer.scope() == "global":  # a word of global memory: a lock of a fixup
+            index, lane = self.flat_index(buffer, load.indices)
+            return f"('gmem', {self.labels.get(buffer.name, buffer.name)!r}, {index})", lane
         if shared is None:
             raise _Data(f"address of {buffer.name}")
         index, lane = self.flat_index(buffer, load.indices)
@@ -323,16 +381,24 @@ class _Compiler:
             self.stmt(s.body, depth + 1)
         elif kind == "While":
             condition, _ = self.expr(s.condition)
+            loop = self.fresh("w_")
             self.emit(depth, f"while {condition}:")
             self.emit(depth + 1, "yield rt.step(a)")  # a loop that never ends still counts ops
             head = len(self.lines)
+            sides = [side for side in (getattr(s.condition, "a", None), getattr(s.condition, "b", None))
+                     if side is not None] if type(s.condition).__name__ in _BINARY else []
+            outer, self.spin = self.spin, (loop, str(s.condition), sides)
             self.stmt(s.body, depth + 1)
-            sides = (getattr(s.condition, "a", None), getattr(s.condition, "b", None))
-            operands = [self.expr(side)[0] for side in sides if side is not None] if type(
-                s.condition).__name__ in _BINARY else []
+            self.spin = outer
+            if loop in self.spins:
+                # a spin on a lock in global memory: each load after the first blocks until the lock changes, so
+                # a spin that is never served ends as a deadlock on the lock, not as a loop that never ends
+                self.lines.insert(head - 2, "    " * depth + f"rt.spin_enter(a, {loop!r})")
+                return
+            operands = [self.expr(side)[0] for side in sides]
             if operands and not any(line.strip() == "break" for line in self.lines[head:]):
                 # a loop whose condition reads the same values at the top of two iterations in a row never ends
-                self.emit(depth + 1, f"rt.loop_turn(a, {self.fresh('w_')!r}, ({', '.join(operands)},))")
+                self.emit(depth + 1, f"rt.loop_turn(a, {loop!r}, ({', '.join(operands)},))")
         elif kind == "IfThenElse":
             self.branch(s, depth)
         elif kind == "Evaluate":
@@ -405,6 +471,11 @@ class _Compiler:
         self.local_buffers[name] = max(count, self.local_buffers.get(name, 0))
 
     def store(self, s, depth: int) -> None:
+        if self.track_global:
+            self.global_reads(s.value, depth)  # a data statement (skipped) may read a partial sum
+        if s.buffer.scope() == "global":
+            self.global_store(s, depth)
+            return
         handle = hash(s.buffer)
         if handle not in self.names and s.buffer.scope() == "local" and str(s.buffer.dtype).startswith(("int", "uint")):
             self.alloc(s.buffer, depth)
@@ -416,6 +487,101 @@ class _Compiler:
         except _Data:
             return
         self.emit(depth, f"{self.names[handle]}[{index}] = {value}")
+
+    # -- global memory: a fixup's locks (int words) and partial sums (data) --
+
+    def global_store(self, s, depth: int) -> None:
+        """A store to an int word of global memory sets a lock (the fixup's reset to 0); a store of data (a
+        partial sum) is followed only for its order against the releases that publish it."""
+        try:
+            index, _ = self.flat_index(s.buffer, s.indices)
+        except _Data:
+            return  # an element that data picks: not followed
+        name = self.labels.get(s.buffer.name, s.buffer.name)
+        if str(s.buffer.dtype).startswith(("int", "uint")):
+            try:
+                value = self.expr(s.value)[0]
+            except _Data:
+                raise Unsupported(f"a store of data to the lock {name} in global memory") from None
+            self.emit(depth, f"yield rt.global_write(a, ('gmem', {name!r}, {index}), {value})")
+        elif self.track_global:
+            self.emit(depth, f"rt.global_store(a, {name!r}, {index})")
+
+    def global_reads(self, e, depth: int) -> None:
+        for load in _loads(e):
+            buffer = load.source if not hasattr(load.source, "buffer") else load.source.buffer
+            if buffer.scope() != "global":
+                continue
+            try:
+                index, _ = self.flat_index(buffer, load.indices)
+            except _Data:
+                continue
+            self.emit(depth, f"rt.global_read(a, {self.labels.get(buffer.name, buffer.name)!r}, {index})")
+
+    @staticmethod
+    def global_address(call):
+        """The argument of a call that is the address of a word of global memory (T.address_of(locks[i]))."""
+        for arg in call.args:
+            if type(arg).__name__ == "Call" and arg.op.name == "tirx.address_of":
+                load = arg.args[0]
+                if (load.source if not hasattr(load.source, "buffer") else load.source.buffer).scope() == "global":
+                    return arg
+        return None
+
+    def lock_add(self, call, name: str, depth: int) -> None:
+        """atomicAdd on a lock (T.cuda.atomic_add, or atom/red.add): relaxed, unless its PTX says release."""
+        address = self.global_address(call)
+        words = [a.value for a in call.args if type(a).__name__ == "StringImm"]
+        if address is None:
+            raise Unsupported(f"the atomic {call.op.name} on something other than a word of global memory")
+        if name != "cuda.atomic_add" and "add" not in words:
+            raise Unsupported(f"the atomic {call.op.name} {' '.join(w for w in words if w)} on a lock (only adds "
+                              "to a lock are simulated)")
+        values = [a for a in call.args[list(call.args).index(address) + 1:] if type(a).__name__ != "StringImm"]
+        if not values or not _dtype(values[0]).startswith(("int", "uint")):
+            raise Unsupported(f"the atomic {call.op.name} of a value that is not an integer")
+        self.global_sync = True
+        ref, _ = self.expr(address)
+        release = any(word in ("release", "acq_rel") for word in words) and not _below_gpu(words)
+        self.emit(depth, f"yield rt.global_add(a, {ref}, {self.expr(values[0])[0]}, {self.lanes(call)}, {release})")
+        targets = list(call.args)[:list(call.args).index(address)]
+        if targets and type(targets[0]).__name__ == "TensorLoad":  # atom returns the old value
+            self.emit(depth, f"{self.local_target(targets[0])} = a.loaded")
+
+    def lock_load(self, call, depth: int) -> None:
+        """ld of a lock: with .acquire it orders the loads after it behind the releases it saw. In a while loop
+        (a spin), the loop's condition names what it waits for."""
+        address = self.global_address(call)
+        words = [a.value for a in call.args if type(a).__name__ == "StringImm"]
+        target = call.args[0]
+        if type(target).__name__ != "TensorLoad":
+            raise Unsupported(f"the load {call.op.name} of a lock into something other than a local variable")
+        self.global_sync = True
+        ref, _ = self.expr(address)
+        loop, condition, shown = None, "", "()"
+        if self.spin is not None:
+            loop, condition, sides = self.spin
+            named = []
+            for side in sides:
+                if str(side) == str(target):
+                    continue
+                try:
+                    named.append(f"({str(side)!r}, {self.expr(side)[0]})")
+                except _Data:
+                    pass
+            shown = f"({', '.join(named)},)" if named else "()"
+        acquire = "acquire" in words and not _below_gpu(words)
+        self.emit(depth, f"yield rt.global_load(a, {ref}, {acquire}, {loop!r}, {condition!r}, {shown})")
+        self.emit(depth, f"{self.local_target(target)} = a.loaded")
+        if loop is not None:
+            self.spins.add(loop)
+
+    def local_target(self, load) -> str:
+        buffer = load.source if not hasattr(load.source, "buffer") else load.source.buffer
+        if buffer.scope() != "local" or not str(buffer.dtype).startswith(("int", "uint")):
+            raise Unsupported(f"a lock loaded into {buffer.name}, not a local integer")
+        self.alloc(buffer, None)
+        return f"{self.names[hash(buffer)]}[{self.flat_index(buffer, load.indices)[0]}]"
 
     def branch(self, s, depth: int) -> None:
         condition, lane = self.expr(s.condition)
@@ -452,7 +618,9 @@ class _Compiler:
         name = call.op.name.removeprefix("tirx.")
         args = [a for a in call.args if type(a).__name__ != "StringImm"]
         numbers = [a for a in args[1:] if _dtype(a).startswith(("int", "uint"))]
-        if name.startswith("ptx.mbarrier_init"):
+        if name in ("continue_loop", "break_loop"):  # T.continue_loop() / break as TIRx writes Python's
+            self.emit(depth, name.removesuffix("_loop"))
+        elif name.startswith("ptx.mbarrier_init"):
             self.emit(depth, f"yield rt.init(a, {self.expr(args[0])[0]}, {self.expr(args[1])[0]})")
         elif name.startswith("ptx.mbarrier_arrive"):
             bar = self.expr(args[0])[0]
@@ -514,9 +682,19 @@ class _Compiler:
             self.emit(depth, f"yield rt.mma_commit(a, {self.expr(args[0])[0]}, {self.lanes(call)}, {mask})")
         elif "mbarrier" in name or "barrier" in name or name.startswith("ptx.bar"):
             raise Unsupported(f"the op {call.op.name}")
-        elif name.startswith("ptx.ld") and "acquire" in str(call.args):
-            # a flag in global memory that another CTA sets: step 12's fixup; its waits are not simulated yet
-            raise Unsupported("a wait on a flag in global memory (ld.acquire: a stream-K fixup)")
+        elif name == "cuda.thread_fence" or (name.startswith("ptx.fence") and _gpu_fence(call)):
+            self.emit(depth, "rt.gpu_fence(a)")
+        elif name == "cuda.atomic_add" or name.startswith(("ptx.atom", "ptx.red")):
+            self.lock_add(call, name, depth)
+        elif name.startswith("ptx.ld") and self.global_address(call) is not None:
+            if _dtype(call.args[0]).startswith("float"):
+                if self.track_global:  # a load of data (a partial sum) through PTX
+                    load = self.global_address(call).args[0]
+                    self.global_reads(load, depth)
+            else:
+                self.lock_load(call, depth)
+        elif name.startswith(("ptx.st", "ptx.ld")) and self.global_address(call) is not None:
+            raise Unsupported(f"the op {call.op.name} on global memory")
         elif not name.startswith(_SKIPPED_OPS) and not name.startswith(tuple("ptx." + p for p in _SKIPPED_OPS)):
             pass  # an op on data (shuffles, loads, math): no barrier effect
 
@@ -550,9 +728,14 @@ class _Compiler:
 
 def compile_kernel(prim_func, labels: dict[str, str] | None = None) -> Kernel:
     # buffer names as the TIR script prints them, renamed by `labels` as the locator's barrier map is
-    compiler = _Compiler({b.offset: b.name for b in reversed(shared_buffers(prim_func.script()))}, labels or {})
+    printed = {b.offset: b.name for b in reversed(shared_buffers(prim_func.script()))}
+    compiler = _Compiler(printed, labels or {})
     try:
         compiler.stmt(prim_func.body, 1)
+        if not compiler.global_sync:  # no CTA waits on another: its stores to global memory need no following
+            compiler = _Compiler(printed, labels or {})
+            compiler.track_global = False
+            compiler.stmt(prim_func.body, 1)
     except _Data as err:  # the protocol is simulated without the data: a branch or loop on data cannot be
         raise Unsupported(f"control flow that depends on data ({err})") from None
     header = ["def warp(rt, a, CTA, RANK, WG, WW, W):", "    mask = tuple(range(32)); _L = 0"]
@@ -567,7 +750,7 @@ def compile_kernel(prim_func, labels: dict[str, str] | None = None) -> Kernel:
     warps = scopes["WG"][0] * per_wg if "WG" in scopes else scopes.get("W", [1])[0]
     shared = {b.name: b for b in compiler.shared.values()}
     return Kernel(source, namespace["warp"], tuple(scopes.get("CTA", [1])), scopes.get("RANK", [1])[0],
-                  warps, per_wg if "WG" in scopes else warps, shared)
+                  warps, per_wg if "WG" in scopes else warps, shared, fixup=compiler.global_sync)
 
 
 # ---- the machine ---------------------------------------------------------------------------------
@@ -622,6 +805,13 @@ class Agent:
     mma_reads: list = field(default_factory=list)  # tcgen05 reads not yet committed
     last_wait: tuple | None = None  # the barrier key of the last wait this warp passed
     loop_values: dict = field(default_factory=dict)  # while loop -> its condition's operands at its last turn
+    # global memory (a fixup): the store batches ordered before this warp's next op (its own stores, and those a
+    # barrier or an acquire ordered before it), those of them not yet fenced, the batch its stores go to now
+    view: set = field(default_factory=set)
+    unfenced: set = field(default_factory=set)
+    batch: int | None = None
+    loaded: int = 0  # the value its last load (or atom) of a lock read
+    spin_versions: dict = field(default_factory=dict)  # spin loop -> the lock's version at its last load
 
 
 class _Blocked:
@@ -631,13 +821,122 @@ class _Blocked:
         self.ready, self.what, self.key, self.on_pass = ready, what, key, on_pass
 
 
+@dataclass
+class Lock:
+    """An int word of global memory that units add to (a release) and spin on (an acquire): a fixup's lock."""
+    label: str  # "locks[5]"
+    value: int = 0
+    version: int = 0  # adds and writes so far: a spin that reads an unchanged lock again just waits
+    history: list = field(default_factory=list)  # (CTA, "+" or "=", amount) of each add and write, in order
+    published: set = field(default_factory=set)  # the store batches its releases ordered before themselves
+
+
+@dataclass
+class StoreBatch:
+    """The stores of data to global memory (partial sums) that one warp made between two synchronisations."""
+    cta: int  # its number in the grid
+    threads: frozenset  # the threads of the CTA that stored (the warp's lanes)
+    fenced: bool = False  # a gpu-scope fence of a thread that they were ordered before has run
+
+    @property
+    def who(self) -> str:
+        return _stored_by([self])
+
+
+def _stored_by(batches) -> str:
+    """'CTA 0, warps 4-7 (all lanes)' for the threads that made some store batches."""
+    by_cta: dict[int, set] = {}
+    for batch in batches:
+        by_cta.setdefault(batch.cta, set()).update(batch.threads)
+    return "; ".join(f"CTA {cta}, {_who(threads)}" for cta, threads in sorted(by_cta.items()))
+
+
+class GlobalMemory:
+    """What the CTAs of one launch share through global memory: the locks, and the order of the stores of data
+    (partial sums) against the releases and acquires of the locks. It knows nothing of the MMA or the track.
+    `isolated`: the memory of the schedules of one cluster, which starts with every other CTA's adds already in
+    each lock (its waits are only on CTAs before it, which may all be done: a state the launch can be in); the
+    stores of other clusters are not followed there, the grid run follows them."""
+
+    def __init__(self, isolated: bool = False, start: dict | None = None):
+        self.isolated = isolated
+        self.locks: dict[tuple, Lock] = {}
+        self.batches: list[StoreBatch] = []
+        self.last_store: dict[tuple, int] = {}  # (buffer, element) -> the batch of its last store
+        self.stored: set[str] = set()  # the buffers of data some unit stored to (a workspace)
+        self.spinners: dict[tuple, list] = {}  # lock key -> (machine, warp) of each load that waited on it
+        self.blocked_elsewhere = False  # a grid run ended with a cluster stuck on its barriers, not on a lock
+        self.findings: dict[tuple, Finding] = {}
+        for key, value in (start or {}).items():
+            self.lock(("gmem",) + key)[1].value = value
+
+    def lock(self, ref) -> tuple[tuple, Lock]:
+        if not (isinstance(ref, tuple) and ref and ref[0] == "gmem"):
+            raise Unsupported(f"an atomic or a spin on something that is not a word of global memory ({ref!r})")
+        key = (ref[1], int(ref[2]))
+        if key not in self.locks:
+            self.locks[key] = Lock(f"{ref[1]}[{ref[2]}]")
+        return key, self.locks[key]
+
+    def add(self, key, lock: Lock, amount: int, machine: Machine, agent: Agent) -> None:
+        """An add to a lock; in a grid run, a warp of a cluster launched before this one that spins on the lock
+        waits on this CTA, which a GPU that holds fewer CTAs than the grid need not be running."""
+        lock.value += amount
+        lock.version += 1
+        lock.history.append((machine.cta_number(agent.cta), "+", amount))
+        for spinner_machine, spinner in self.spinners.get(key, ()):
+            blocked = not spinner.done and spinner.block is not None and spinner.block.what[:2] == ("lock", key)
+            if not blocked or machine.place is None or spinner_machine.place is None:
+                continue
+            if spinner_machine.place >= machine.place:
+                continue
+            _, _, condition, shown = spinner.block.what
+            waiter, adder = spinner_machine.who([spinner]), machine.who([agent])
+            later = machine.cta_number(agent.cta)
+            self.findings.setdefault(("fixup", key[0], "resident"), Finding("fixup", (key[0], "resident"), (
+                f"{waiter}: spins on {lock.label}{_spin_condition(condition, shown)} until {adder} adds to it, "
+                f"and CTA {later} comes after CTA {spinner_machine.cta_number(spinner.cta)} in the grid: a GPU "
+                f"launches CTAs in order as SMs free up, so when the grid is larger than the CTAs it holds at once, "
+                f"CTA {later} may wait for an SM that the spinning CTA never gives back (deadlock). A CTA waits only "
+                "on CTAs with lower indices, which are running or done before it starts: the unit that adds a "
+                "tile's partial sums up is the one with the highest CTA index among the tile's units",)))
+
+    def seen_from(self, ctas: set[int]) -> GlobalMemory:
+        """The memory that one cluster (`ctas`) starts from in its own schedules: every other CTA's adds in."""
+        start = {key: sum(amount for cta, op, amount in lock.history if op == "+" and cta not in ctas)
+                 for key, lock in self.locks.items()}
+        return GlobalMemory(isolated=True, start=start)
+
+
+def _spin_condition(condition: str, shown) -> str:
+    """' (while seen != work_k_begin, work_k_begin = 40)' for a spin's report."""
+    if not condition:
+        return ""
+    values = ", ".join(f"{name} = {value}" for name, value in shown)
+    return f" (while {condition}" + (f", {values})" if values else ")")
+
+
+def _lock_story(lock: Lock) -> str:
+    """'added to by CTA 3 (+8), CTA 4 (+8); set to 0 by CTA 5' from a lock's history."""
+    adds = [f"CTA {cta} (+{amount})" for cta, op, amount in lock.history if op == "+"]
+    writes = [f"to {amount} by CTA {cta}" for cta, op, amount in lock.history if op == "="]
+    parts = []
+    if adds:
+        parts.append("added to by " + (", ".join(adds[:6]) + (f" and {len(adds) - 6} more" if len(adds) > 6 else "")))
+    if writes:
+        parts.append("set " + ", ".join(writes[:3]))
+    return "; ".join(parts) or "never added to or set in this launch"
+
+
 class Machine:
     """One schedule's state: the CTAs of one cluster, their barriers and the async engines."""
 
     def __init__(self, kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None, lazy: bool,
-                 flipped: frozenset = frozenset()):
+                 flipped: frozenset = frozenset(), memory: GlobalMemory | None = None, place: int | None = None):
         self.kernel = kernel
         self.first_cta = first_cta
+        self.memory = memory  # global memory, shared with the other clusters of a grid run (a fixup's locks)
+        self.place = place  # this cluster's place in the grid's launch order (a grid run only)
         self.lazy = lazy
         self.delayed = delayed
         self.flipped = flipped  # barrier names whose waits wait for the other parity (_starting_phase)
@@ -1156,6 +1455,8 @@ class Machine:
         known = set().union(*(a.known for a in state["arrived"]))
         for a in state["arrived"]:
             a.known |= known
+        if self.memory is not None:
+            self._order_stores(state["arrived"])
         state["arrived"] = []
         state["generation"] += 1
 
@@ -1180,8 +1481,106 @@ class Machine:
             known = set().union(*(a.known for a in members)) if members else set()
             for a in members:
                 a.known |= known | fenced
+        if self.memory is not None:
+            self._order_stores(live)
         self.cluster["arrived"] = set()
         self.cluster["generation"] += 1
+
+    # -- global memory: a fixup's partial sums and locks --
+
+    def _order_stores(self, group) -> None:
+        """A barrier orders every store its members made before it before what each of them does after it."""
+        view = set().union(*(a.view for a in group))
+        unfenced = {b for b in set().union(*(a.unfenced for a in group)) if not self.memory.batches[b].fenced}
+        for a in group:
+            a.view, a.unfenced, a.batch = set(view), set(unfenced), None
+
+    def global_store(self, agent: Agent, name: str, index: int) -> None:
+        memory = self.memory
+        if agent.batch is None:
+            memory.batches.append(StoreBatch(self.cta_number(agent.cta),
+                                             frozenset(agent.warp * 32 + lane for lane in agent.lanes)))
+            agent.batch = len(memory.batches) - 1
+            agent.view.add(agent.batch)
+            agent.unfenced.add(agent.batch)
+        memory.last_store[(name, index)] = agent.batch
+        memory.stored.add(name)
+
+    def global_read(self, agent: Agent, name: str, index: int) -> None:
+        memory = self.memory
+        batch = memory.last_store.get((name, index))
+        if batch is None:
+            if not memory.isolated and name in memory.stored:
+                self.found("fixup", (name, "unwritten"), f"{self.who([agent])}: reads {name} (element {index}), "
+                           "which no unit of this launch has stored yet: it adds a partial sum that is not there "
+                           "(the units it adds are the ones that stored this tile's partial sums, each in its own "
+                           "slot)")
+            return
+        if batch in agent.view:
+            return
+        writer = memory.batches[batch]
+        self.found("fixup", (name, "unordered"), f"{self.who([agent])}: reads {name} (element {index}), which "
+                   f"{writer.who} stored, and nothing orders that store before this read: a partial sum is "
+                   "published by a release (every thread's stores, a barrier, a fence, then the add on the lock) "
+                   "and read after an ld.acquire of the lock has seen the count (then a barrier for the threads "
+                   "that did not load it)")
+
+    def gpu_fence(self, agent: Agent) -> None:
+        if self.memory is None:
+            return
+        for batch in agent.unfenced:
+            self.memory.batches[batch].fenced = True
+        agent.unfenced, agent.batch = set(), None
+
+    def global_add(self, agent: Agent, ref, amount: int, lanes: int, release: bool):
+        """An atomic add on a lock: the release of the partial sums this warp has stored or seen stored."""
+        self.step(agent)
+        key, lock = self.memory.lock(ref)
+        if release:  # atom/red.release orders what this thread has seen before itself, as a fence would
+            self.gpu_fence(agent)
+        late = [self.memory.batches[b] for b in agent.unfenced if not self.memory.batches[b].fenced]
+        if late:
+            writers = _stored_by(late)
+            self.found("fixup", (key[0], "fence"), f"{self.who([agent])}: adds {int(amount) * lanes} to "
+                       f"{lock.label} (the release that lets the waiting unit read the partial sums) while the "
+                       f"stores of {writers} to global memory are not fenced: without a fence between them the "
+                       "add may become visible before the stores, and the waiter adds partial sums that are not "
+                       "there yet. Every thread stores, a barrier orders their stores before one thread, which "
+                       "fences (T.cuda.thread_fence()) and then adds")
+        agent.loaded = lock.value
+        self.memory.add(key, lock, int(amount) * lanes, self, agent)
+        lock.published |= agent.view
+        return None
+
+    def global_write(self, agent: Agent, ref, value: int):
+        self.step(agent)
+        key, lock = self.memory.lock(ref)
+        lock.value = int(value)
+        lock.version += 1
+        lock.history.append((self.cta_number(agent.cta), "=", int(value)))
+        return None
+
+    def spin_enter(self, agent: Agent, loop: str) -> None:
+        agent.spin_versions.pop(loop, None)
+
+    def global_load(self, agent: Agent, ref, acquire: bool, loop: str | None, condition: str, shown):
+        """A load of a lock. In a spin loop every load after the first waits until the lock changes: spinning on
+        an unchanged value is waiting, and a spin that nothing serves is a deadlock, not a loop without end."""
+        self.step(agent)
+        key, lock = self.memory.lock(ref)
+        last = agent.spin_versions.get(loop) if loop is not None else None
+
+        def passed():
+            agent.loaded = lock.value
+            if loop is not None:
+                agent.spin_versions[loop] = lock.version
+            if acquire:
+                agent.view |= lock.published
+
+        if last is not None:
+            self.memory.spinners.setdefault(key, []).append((self, agent))
+        return _Blocked(lambda: last is None or lock.version != last, ("lock", key, condition, tuple(shown)), None,
+                        passed)
 
     def finished(self, agent: Agent) -> None:
         agent.done = True
@@ -1208,30 +1607,14 @@ class ScheduleResult:
 
 
 def run_schedule(kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None, lazy: bool,
-                 flipped: frozenset = frozenset()) -> ScheduleResult:
-    machine = Machine(kernel, first_cta, delayed, lazy, flipped)
+                 flipped: frozenset = frozenset(), memory: GlobalMemory | None = None) -> ScheduleResult:
+    machine = Machine(kernel, first_cta, delayed, lazy, flipped, memory)
     agents = machine.agents
     name = _schedule_name(machine, delayed, lazy)
-    current = 0
     try:
-        while True:
-            if not lazy:
-                while machine.events:
-                    machine.deliver(machine.events.pop(0))
-            chosen = _next_agent(agents, current, delayed)
-            if chosen is None:
-                if machine.events and all(a.done for a in agents):
-                    _in_flight_at_exit(machine)
-                if machine.events:
-                    machine.deliver(machine.events.pop(_event_to_deliver(machine)))
-                    continue
-                break
-            current = chosen
-            _advance(machine, agents[chosen], single_step=chosen == delayed)
+        _run(machine)
     except _Runaway:
-        if not any(key[0] == "loop" for key in machine.findings):
-            machine.found("loop", (), f"the simulation did not end after {MAX_OPS} barrier operations: a loop whose "
-                          "trip count never reaches its bound (a tile or K loop with a wrong stride or condition)")
+        _ran_away(machine)
         _phase_arrivers(machine)
         return ScheduleResult(name, list(machine.findings.values()), machine.ops)
     _phase_arrivers(machine)
@@ -1239,6 +1622,102 @@ def run_schedule(kernel: Kernel, first_cta: tuple[int, ...], delayed: int | None
     stuck_on = tuple((a.block.what[1][1], machine.who([a]), a.block.what[2]) for a in agents
                      if not a.done and a.block is not None and a.block.what[0] == "mbarrier")
     return ScheduleResult(name, list(machine.findings.values()), machine.ops, stuck_on)
+
+
+def _run(machine: Machine) -> None:
+    """Run the machine's warps by its schedule until none can move (all ended, or every live one blocked)."""
+    agents, lazy, delayed = machine.agents, machine.lazy, machine.delayed
+    current = 0
+    while True:
+        if not lazy:
+            while machine.events:
+                machine.deliver(machine.events.pop(0))
+        chosen = _next_agent(agents, current, delayed)
+        if chosen is None:
+            if machine.events and all(a.done for a in agents):
+                _in_flight_at_exit(machine)
+            if machine.events:
+                machine.deliver(machine.events.pop(_event_to_deliver(machine)))
+                continue
+            return
+        current = chosen
+        _advance(machine, agents[chosen], single_step=chosen == delayed)
+
+
+def _ran_away(machine: Machine) -> None:
+    if not any(key[0] == "loop" for key in machine.findings):
+        machine.found("loop", (), f"the simulation did not end after {MAX_OPS} barrier operations: a loop whose "
+                      "trip count never reaches its bound (a tile or K loop with a wrong stride or condition)")
+
+
+GRID_SCHEDULE = ("the whole grid, its clusters launched in order, one at a time (the next when every warp of those "
+                 "running is blocked or has ended)")
+
+
+def run_grid(kernel: Kernel) -> tuple[ScheduleResult, GlobalMemory]:
+    """Every cluster of the grid, sharing one global memory: the schedule of a GPU that holds one cluster at a
+    time. Clusters are launched in the order of their CTA indices, as a GPU launches CTAs when SMs free up; the
+    next one starts when the running ones have ended, or earlier, when every warp of theirs is blocked (their
+    waits need a later CTA: found as such, see GlobalMemory.add). Whatever the GPU holds, a protocol in which a
+    CTA waits only on CTAs before it runs through here, and one that holds an SM while waiting on a later CTA
+    is found. Each cluster runs round robin, copies and commits landing at once."""
+    memory = GlobalMemory()
+    grid = kernel.grid + (1,) * (2 - len(kernel.grid))
+    pending = [(x, y) for y in range(grid[1]) for x in range(0, grid[0], kernel.cluster_size)]
+    machines: list[Machine] = []
+    running: list[Machine] = []
+    ran_away: list[Machine] = []
+    ops = 0
+    running_blocked = False
+    while pending or running:
+        if pending and (not running or running_blocked):
+            machine = Machine(kernel, pending.pop(0), None, False, memory=memory, place=len(machines))
+            machines.append(machine)
+            running.append(machine)
+        running_blocked = True
+        for machine in list(running):
+            before = (machine.ops, sum(a.done for a in machine.agents))
+            try:
+                _run(machine)
+            except _Runaway:
+                _ran_away(machine)
+                running.remove(machine)
+                ran_away.append(machine)
+                continue
+            if (machine.ops, sum(a.done for a in machine.agents)) != before:
+                running_blocked = False
+            if all(a.done for a in machine.agents):
+                running.remove(machine)
+        if running and running_blocked and not pending:
+            break  # nothing can move and nothing is left to launch: a deadlock
+    # a cluster stuck with no warp on a lock is stuck on its own barriers: the spins that wait for it follow from that
+    memory.blocked_elsewhere = any(not any(a.block is not None and a.block.what[0] == "lock" for a in stuck)
+                                   for stuck in ([a for a in m.agents if not a.done] for m in running) if stuck)
+    findings: dict[tuple, Finding] = {}
+    for machine in machines:
+        ops += machine.ops
+        _phase_arrivers(machine)
+        if machine not in ran_away:
+            _finish(machine)
+        for finding in machine.findings.values():
+            findings.setdefault((finding.kind,) + finding.key, finding)
+    for key, finding in memory.findings.items():
+        findings.setdefault(key, finding)
+    if not running and not any(f.kind == "loop" for f in findings.values()):
+        _locks_left_set(memory, findings)
+    return ScheduleResult(GRID_SCHEDULE, list(findings.values()), ops), memory
+
+
+def _locks_left_set(memory: GlobalMemory, findings: dict) -> None:
+    """The kernel does not zero its locks on each launch (the host zeroes them once): each must end at 0."""
+    for key, lock in sorted(memory.locks.items()):
+        if lock.value != 0:
+            findings.setdefault(("fixup", key[0], "left"), Finding("fixup", (key[0], "left"), (
+                f"{lock.label} ends the launch at {lock.value} ({_lock_story(lock)}): the locks are zeroed once, "
+                "when the host allocates them, not before each launch, so the next launch starts this count at "
+                f"{lock.value} and its wait passes before the partial sums are in (or never). The unit that waits "
+                "on a lock sets it back to 0 once it has seen the count (no unit adds to it after that)",)))
+            return
 
 
 def _warps(machine: Machine, pairs) -> str:
@@ -1334,6 +1813,7 @@ def _in_flight_at_exit(machine: Machine) -> None:
 def _finish(machine: Machine) -> None:
     stuck = [a for a in machine.agents if not a.done]
     if stuck:
+        _lock_never_served(machine, stuck)
         _misdirected(machine, stuck)
         _short_of_arrivals(machine, stuck)
         _cta_sync_in_a_role(machine, stuck)
@@ -1386,6 +1866,25 @@ def _misdirected(machine: Machine, stuck: list[Agent]) -> None:
                           f"{machine.cta_number(key[0])} and {state}, while {where}{tail} gets {got}: "
                           + "; ".join(_REACHES[kind] for kind in sorted(kinds)))
             return
+
+
+def _lock_never_served(machine: Machine, stuck: list[Agent]) -> None:
+    """A deadlock in which a warp spins on a lock in global memory that no running warp will add to again: a
+    release that never came (in a grid run; a cluster's own schedules start from what the grid added)."""
+    if machine.memory is None or machine.memory.isolated or machine.memory.blocked_elsewhere:
+        return
+    for agent in stuck:
+        if agent.block is None or agent.block.what[0] != "lock":
+            continue
+        _, key, condition, shown = agent.block.what
+        lock = machine.memory.locks[key]
+        machine.found("fixup", (key[0], "never served"), f"{machine.who([agent])}: spins on {lock.label}"
+                      f"{_spin_condition(condition, shown)}, which holds {lock.value} ({_lock_story(lock)}), and "
+                      "every other warp of the grid has ended or is blocked: a release that never came, so the "
+                      "wait is never served (deadlock). Each unit that leaves a partial sum of the tile adds its "
+                      "count to the lock after its stores (threads' stores, a barrier, a fence, the add), and the "
+                      "count the waiter waits for is the sum of theirs")
+        return
 
 
 def _used_and_not_released(machine: Machine, stuck: list[Agent]) -> None:
@@ -1482,6 +1981,10 @@ def _deadlock_lines(machine: Machine, stuck: list[Agent]) -> list[str]:
             name = "cta_sync (bar.sync 0)" if what[1] == 0 and what[2] is None else f"named barrier {what[1]}"
             arrived = len(machine.named[(agents[0].cta, what[1])]["arrived"])
             lines.append(f"{where}: waiting at {name}, {32 * arrived} threads arrived")
+        elif what[0] == "lock":
+            lock = machine.memory.locks[what[1]]
+            lines.append(f"{where}: spins on {lock.label} in global memory{_spin_condition(what[2], what[3])}; it "
+                         f"holds {lock.value}")
         elif what[0] == "wgmma":
             lines.append(f"{where}: waiting in wgmma.wait_group for a group that another warp of warpgroup "
                          f"{what[1]} has not issued")
@@ -1523,17 +2026,19 @@ class Verdict:
     ops: int
     findings: list[tuple[Finding, str]]  # (finding, the schedule that showed it)
     seconds: float
+    locks: int = 0  # locks in global memory that some CTA added to (a fixup, simulated over the whole grid)
 
     @property
     def ok(self) -> bool:
         return not self.findings
 
     def lines(self) -> list[str]:
+        locks = f", {self.locks} lock{'s' * (self.locks != 1)} in global memory" if self.locks else ""
         if self.ok:
             return [f"no protocol problem found at {format_shape(self.shape)} ({self.warps} warps, "
-                    f"{self.ops} barrier ops simulated)"]
+                    f"{self.ops} barrier ops simulated{locks})"]
         out = [f"protocol problems at {format_shape(self.shape)} ({self.warps} warps, {self.ops} barrier ops "
-               f"simulated):"]
+               f"simulated{locks}):"]
         for finding, schedule in self.findings[:MAX_LINES]:
             out.append(f"- {finding.kind.replace('_', ' ')}: {finding.lines[0]}")
             out.extend(f"  {line}" for line in finding.lines[1:])
@@ -1547,8 +2052,8 @@ class Verdict:
 
 
 # causes first (where the mistake is visible), then what they lead to
-_ORDER = ("init", "layout", "exit", "named_barrier", "tx_bytes", "delivery", "count", "wrong_stage", "release", "start",
-          "tile", "unwaited", "early_refill", "lapping", "overrun", "race", "role_sync", "deadlock",
+_ORDER = ("init", "layout", "exit", "named_barrier", "tx_bytes", "delivery", "count", "wrong_stage", "release",
+          "fixup", "start", "tile", "unwaited", "early_refill", "lapping", "overrun", "race", "role_sync", "deadlock",
           "pending_at_exit", "loop")
 
 
@@ -1564,15 +2069,24 @@ def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
     agents = kernel.cluster_size * kernel.warps_per_cta
     schedules = [(None, False), (None, True)] + [(w, False) for w in range(agents)]
     deadlock = None  # (cta, the waits) of the first schedule that deadlocked
+    memory_for = _no_memory
+    locks = 0
+    if kernel.fixup:  # CTAs wait on each other through global memory: the whole grid runs once, sharing it
+        result, memory = run_grid(kernel)
+        ops += result.ops
+        locks = sum(any(op == "+" for _, op, _ in lock.history) for lock in memory.locks.values())
+        for finding in result.findings:
+            found.setdefault((finding.kind,) + finding.key, (finding, result.name))
+        memory_for = _memory_for(kernel, memory)
     for cta in dict.fromkeys([first, last]):
         for delayed, lazy in schedules:
-            result = run_schedule(kernel, cta, delayed, lazy)
+            result = run_schedule(kernel, cta, delayed, lazy, memory=memory_for(cta))
             ops += result.ops
             deadlock = deadlock or (result.stuck_on and (cta, result.stuck_on))
             for finding in result.findings:
                 found.setdefault((finding.kind,) + finding.key, (finding, result.name))
     if deadlock:
-        phase_off = _starting_phase(kernel, schedules, *deadlock)
+        phase_off = _starting_phase(kernel, schedules, *deadlock, memory_for)
         if phase_off is not None:
             found[("start",) + phase_off.key] = (phase_off, "every schedule, run again with that barrier's phases "
                                                             "flipped")
@@ -1580,15 +2094,29 @@ def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
     found = {k: v for k, v in found.items() if not (v[0].kind == "overrun" and v[0].key == (k[1], "phase")
                                                     and k[1] in lapped)}  # the same event, seen from a lapped warp
     ordered = sorted(found.values(), key=lambda item: _ORDER.index(item[0].kind))
-    return Verdict(shape, agents, ops, ordered, time.perf_counter() - start)
+    return Verdict(shape, agents, ops, ordered, time.perf_counter() - start, locks)
 
 
-def _starting_phase(kernel: Kernel, schedules, cta, waits) -> Finding | None:
+def _no_memory(cta: tuple[int, ...]) -> None:
+    return None
+
+
+def _memory_for(kernel: Kernel, memory: GlobalMemory):
+    """The global memory each of a cluster's own schedules starts from: the other CTAs' adds to the locks."""
+    def start(cta: tuple[int, ...]) -> GlobalMemory:
+        grid = kernel.grid + (1,) * (2 - len(kernel.grid))
+        ctas = {cta[0] + rank + grid[0] * (cta[1] if len(cta) > 1 else 0) for rank in range(kernel.cluster_size)}
+        return memory.seen_from(ctas)
+    return start
+
+
+def _starting_phase(kernel: Kernel, schedules, cta, waits, memory_for=_no_memory) -> Finding | None:
     """A deadlock whose waits are one phase off from the start: when every wait on one of the barriers it
     is stuck on waits for the other parity and no schedule finds anything, that barrier's starting phase is
     the cause (a producer that waits for a free slot at phase 0, or a consumer at phase 1)."""
     for name in dict.fromkeys(name for name, _, _ in waits):
-        if any(run_schedule(kernel, cta, delayed, lazy, frozenset({name})).findings for delayed, lazy in schedules):
+        if any(run_schedule(kernel, cta, delayed, lazy, frozenset({name}), memory_for(cta)).findings
+               for delayed, lazy in schedules):
             continue
         who, parity = next((w, p) for n, w, p in waits if n == name)
         return Finding("start", (name,), (
