@@ -22,15 +22,11 @@ BLK_M = 128  # rows of D one CTA computes per unit
 CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
 TILE_WIDTHS = (256, 128, 64)  # the columns a cluster tile may have, widest (fewest bytes per FLOP) first
 BLK_K = 64
-MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
 # What the host's choice weighs, measured on an H200 (experiments/every_shape/run2.json: every
 # decomposition timed at ten shapes): the time of one K iteration of a cluster tile of each width,
 # relative to a 64-wide one, and of one unit's fixup (its partial sums stored, or read and added).
 ITERATION_COST = {256: 2.6, 128: 1.36, 64: 1.0}
 FIXUP_COST = {256: 70.0, 128: 35.0, 64: 18.0}
-# Stream-K is taken only where it promises this much over whole tiles: at large K it costs more than the
-# model counts (1000x3584x18944: estimated 6% faster than whole 256-wide tiles, measured 14% slower).
-STREAM_K_MARGIN = 1.15
 
 
 # >>> TODO 12.1: a plan: what the host decides for one shape
@@ -80,6 +76,11 @@ class Decomposition:
 
 
 # >>> TODO 12.2: the host's choice
+# Stream-K is taken only where it promises this much over whole tiles: at large K it costs more than the
+# model counts (1000x3584x18944: estimated 6% faster than whole 256-wide tiles, measured 14% slower).
+STREAM_K_MARGIN = 1.15
+
+
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     """The host's choice for one shape: of whole tiles and stream-K, for each cluster size and tile
     width, the decomposition whose busiest cluster finishes first (estimated_cost, stream-K's times
@@ -98,6 +99,9 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
 
 
 # >>> TODO 12.3: stream-K over the last waves
+MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
+
+
 def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int) -> Decomposition:
     """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
     K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
@@ -153,7 +157,7 @@ class WorkUnits:
         self.tile_order.update_current_m_n_idx(self.tile)
     # <<< TODO 12.4
 
-    # >>> TODO 12.5: a cluster's first unit
+    # >>> TODO 12.5: the order of a cluster's units: the first, the next, the end
     @T.inline
     def init(self, cluster):
         IPU = T.meta_var(self.plan.iterations_per_unit)
@@ -163,9 +167,7 @@ class WorkUnits:
             self._segment_ending_at(self.range_begin + IPU + T.Select(cluster < EXTRA, 1, 0))
         else:
             self._data_parallel(self.plan.sk_tiles + cluster)
-    # <<< TODO 12.5
 
-    # >>> TODO 12.6: the next unit
     @T.inline
     def next(self, cluster):
         if self.cursor > self.range_begin:
@@ -177,9 +179,9 @@ class WorkUnits:
 
     def valid(self):
         return self.tile < self.plan.tiles
-    # <<< TODO 12.6
+    # <<< TODO 12.5
 
-    # >>> TODO 12.7: the cluster that holds a tile's first K tile
+    # >>> TODO 12.6: the cluster that holds a tile's first K tile
     def first_unit(self):
         """The cluster whose range holds this tile's first iteration."""
         IPU, EXTRA = self.plan.iterations_per_unit, self.plan.extra
@@ -187,7 +189,7 @@ class WorkUnits:
             return self.plan.clusters
         first = self.tile * self.plan.k_tiles
         return T.Select(first < EXTRA * (IPU + 1), first // (IPU + 1), EXTRA + (first - EXTRA * (IPU + 1)) // IPU)
-    # <<< TODO 12.7
+    # <<< TODO 12.6
 
 
 def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
@@ -253,12 +255,14 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     d_type = tvm.DataType("float16")
     acc_type = tvm.DataType("float32")
 
+    # >>> TODO 12.7: the plan in the kernel
     plan = plan or plan_decomposition(M, N, K, sm_count)
     BLK_N = plan.tile_n
     CLUSTER = plan.cluster  # CTAs per cluster, stacked along M
+    K_TILES = plan.k_tiles
+    # <<< TODO 12.7
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
-    K_TILES = plan.k_tiles
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
     EPI_N = min(BLK_N, 128)  # columns per TMA store: each consumer writes its 64xBLK_N rows in pieces
@@ -323,9 +327,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             l2_group_size=8, num_clusters=sm_count // CLUSTER)
         work = WorkUnits(plan, tile_order)
         work.init(cluster)
-        # <<< TODO 12.9
         m_st = T.meta_var(tile_order.m_idx * (CLUSTER * BLK_M) + rank * BLK_M)
         n_st = T.meta_var(tile_order.n_idx * BLK_N)
+        # <<< TODO 12.9
 
         if wg_id == 0:
             # ---- producer: registers go to the consumer; one thread issues every TMA ----
