@@ -110,10 +110,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
     Barrier protocol: step 11's rings, named barriers and cluster barrier, unchanged. The fixup adds a
     lock in global memory (fill in the design cells, "?", before the code):
-        | lock / barrier                         | counts | who adds / arrives | who waits | start |
-        |----------------------------------------|--------|--------------------|-----------|-------|
-        | locks (int32, global memory)           | ?      | ?                  | ?         | ?     |
-        | consumer c's named barrier (step 11's) | ?      | ?                  | ?         | -     |
+        | lock or barrier                        | counts | who adds or arrives | who waits | starts at |
+        |----------------------------------------|--------|---------------------|-----------|-----------|
+        | locks (int32, global memory)           | ?      | ?                   | ?         | ?         |
+        | consumer c's named barrier (step 11's) | ?      | ?                   | ?         | -         |
     Why it cannot deadlock: ?
     Memory the host allocates (partials, locks), at 132 SMs: ?
     """
