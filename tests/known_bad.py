@@ -23,6 +23,10 @@ REPO = Path(__file__).resolve().parent.parent
 # `check` of a variant whose mistake the barrier-protocol simulation finds (grader/analysis/protocol.py),
 # not a static check
 SIMULATED = "simulated protocol"
+# `check` of a variant no CPU check catches: its mistake is in the values a kernel computes (which K tiles, which
+# slot, which tile), which the static checks do not read and the protocol checker does not model; it is in
+# GPU_ONLY_VARIANTS, which only tests/test_known_bad_gpu.py runs
+GPU_ONLY = "gpu only"
 # `check` of a variant that the build itself rejects (ptxas, TIRx) with a message naming the cause: for a TODO
 # whose plausible mistakes do not build (the test asserts the build fails and its first problem names them)
 BUILD = "build"
@@ -499,6 +503,81 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-11-cluster-rows-doubled", "hopper", 11,
             r"m_idx \* \(CLUSTER \* BLK_M\)", "m_idx * (2 * CLUSTER * BLK_M)",
             "fault", SIMULATED, names=("reaches outside",)),
+    # step 12: the fixup's order around its lock in global memory, read off the CUDA (features.FIXUP_*): the
+    # protocol checker does not simulate a wait on global memory yet, and the CPU grade's shape is data-parallel
+    Variant("hopper-12-count-without-a-fence", "hopper", 12,
+            r"\n\s+T\.cuda\.thread_fence\(\)[^\n]*", "",
+            "race", features.FIXUP_RELEASE.name, todo="12.12", names=("lock's count", "thread_fence"), trap=True),
+    Variant("hopper-12-count-before-the-barrier", "hopper", 12,
+            r"(partials\[cluster, rank, consumer, i, thread\] = acc\[i\]\n)( +)T\.cuda\.warpgroup_sync\(EPILOGUE_BAR "
+            r"\+ consumer\)\n(\s+if warp_id == 0:\n\s+if lane_id == 0:\n\s+T\.cuda\.thread_fence\(\)[^\n]*\n"
+            r"\s+T\.evaluate\(T\.cuda\.atomic_add[^\n]*\n)",
+            r"\1\3\2T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)\n",
+            "race", features.FIXUP_RELEASE.name, todo="12.12", names=("lock's count", "named barrier"), trap=True),
+    Variant("hopper-12-spin-on-a-plain-load", "hopper", 12,
+            r"T\.ptx\.ld\.acquire\.gpu\.global_\.b32\(seen\[0\], locks\.ptr_to\(\[lock_index\]\)\)",
+            "seen[0] = locks[lock_index]",
+            "hang", features.FIXUP_ACQUIRE.name, todo="12.13", names=("ld.acquire",)),
+    Variant("hopper-12-partials-read-before-the-barrier", "hopper", 12,
+            r"(locks\[lock_index\] = 0[^\n]*\n)\s+T\.cuda\.warpgroup_sync\(EPILOGUE_BAR \+ consumer\)\n", r"\1",
+            "race", features.FIXUP_ACQUIRE.name, todo="12.13", names=("barrier before the partial sums",)),
+    Variant("hopper-12-lock-left-counted", "hopper", 12,
+            r"\n\s+locks\[lock_index\] = 0[^\n]*", "",
+            "hang", features.LOCKS_RESET.name, todo="12.13", names=("lock", "back at 0")),
+)
+
+# Mistakes of step 12 that no CPU check catches: each builds and passes the CPU grade, so it is not in VARIANTS.
+# `check` says what would: SIMULATED where the protocol checker, once it simulates the fixup (a wait on a lock in
+# global memory), should name it at a stream-K shape (257x264x4104; the CPU grade's static shape is data-parallel);
+# GPU_ONLY where the mistake is in the values computed. tests/test_known_bad_gpu.py runs them on a Hopper GPU.
+GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
+    # the model forgets what sharing a tile costs: stream-K where whole tiles are faster (2048^3: 0.84x against 0.98x)
+    Variant("hopper-12-cost-without-the-fixup", "hopper", 12,
+            r"fixup = FIXUP_COST\[self\.tile_n\] if self\.sk_units else 0\.0", "fixup = 0.0",
+            "slow", GPU_ONLY, todo="12.1", names=("FIXUP_COST",)),
+    Variant("hopper-12-tiles-rounded-down", "hopper", 12,
+            r"tiles = -\(-M // \(BLK_M \* cluster\)\) \* -\(-N // tile_n\)",
+            "tiles = max(M // (BLK_M * cluster) * (N // tile_n), 1)",
+            "wrong", GPU_ONLY, todo="12.2", names=("tiles",)),
+    # ranges of fewer K tiles than clusters: some of them empty
+    Variant("hopper-12-ranges-without-a-floor", "hopper", 12,
+            r"sk_units = min\(clusters, sk_tiles \* k_tiles // MIN_K_TILES_PER_UNIT\)", "sk_units = clusters",
+            "wrong", SIMULATED, todo="12.3", names=("range",)),
+    # every piece of a range starts at its tile's first K tile: K tiles computed twice, the final piece never waits
+    Variant("hopper-12-piece-from-the-tile-start", "hopper", 12,
+            r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
+            "self.k_begin = 0",
+            "wrong", GPU_ONLY, todo="12.4", names=("k_begin",)),
+    Variant("hopper-12-whole-tiles-one-apart", "hopper", 12,
+            r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
+            "wrong", GPU_ONLY, todo="12.5", names=("tile",)),
+    Variant("hopper-12-first-unit-one-late", "hopper", 12,
+            r"(return T\.Select\(first < EXTRA \* \(IPU \+ 1\)[^\n]*)", r"\1 + 1",
+            "wrong", GPU_ONLY, todo="12.6", names=("first_unit",)),
+    # the kernel keeps step 11's pair where the plan chose one CTA: the plan's clusters and the grid's disagree
+    Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
+            r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
+            "wrong", GPU_ONLY, todo="12.7", names=("CLUSTER",)),
+    # one partial slot: every stream-K cluster stores over the same sums
+    Variant("hopper-12-one-partial-slot", "hopper", 12,
+            r"PARTIALS = \(max\(plan\.sk_units, 1\),", "PARTIALS = (1,",
+            "fault", GPU_ONLY, todo="12.8", names=("partials",)),
+    Variant("hopper-12-cluster-index-of-the-cta", "hopper", 12,
+            r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var(bx)",
+            "wrong", GPU_ONLY, todo="12.9", names=("cluster",)),
+    # both consumers count into one lock: it reaches 2 x k_begin, and a wait for k_begin may never see its value
+    Variant("hopper-12-lock-shared-by-the-consumers", "hopper", 12,
+            r"lock_index = T\.meta_var\(\(work\.tile \* CLUSTER \+ rank\) \* NUM_CONSUMERS \+ consumer\)",
+            "lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS)",
+            "hang", SIMULATED, todo="12.10", names=("lock",)),
+    # a piece that begins mid-tile adds the previous unit's accumulator
+    Variant("hopper-12-accumulate-from-the-tile-start", "hopper", 12,
+            r"\(k - work\.k_begin\) \* \(BLK_K // MMA_K\) \+ kk != 0", "k * (BLK_K // MMA_K) + kk != 0",
+            "wrong", GPU_ONLY, todo="12.11", names=("accumulate",)),
+    # a count of the whole tile: the final piece's own K tiles are never in the lock, so the wait is never served
+    Variant("hopper-12-wait-for-the-whole-tile", "hopper", 12,
+            r"while seen\[0\] != work\.k_begin:", "while seen[0] != K_TILES:",
+            "hang", SIMULATED, todo="12.13", names=("lock", "never")),
 )
 
 # ---- Hopper step 12: the fixup through global memory (one block, kept apart for merging) ----

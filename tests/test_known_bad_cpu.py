@@ -17,7 +17,7 @@ from conftest import REPO, TRACK_ARCH, build_step
 from grader.analysis import features
 from grader.core.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule, static_check_shape
 from grader.judge.grade import PROTOCOL_HEADER, Config, grade_step
-from known_bad import BUILD, GRADED_AT, SIMULATED, VARIANTS, Variant
+from known_bad import BUILD, GPU_ONLY, GPU_ONLY_VARIANTS, GRADED_AT, SIMULATED, VARIANTS, Variant
 
 
 def _static_shape_only(track: str, step: int, shape=None):
@@ -100,3 +100,16 @@ def test_the_variants_cover_both_tracks_and_every_step_class():
     assert len({v.name for v in VARIANTS}) == len(VARIANTS)
     checks = {c.name for steps in features.CHECKS.values() for checks in steps.values() for c in checks}
     assert {v.check for v in VARIANTS} <= checks | {SIMULATED, BUILD}
+
+
+def test_every_todo_of_step_12_has_a_known_bad_variant_on_the_cpu_or_the_gpu():
+    """Step 12's mistakes that the CPU grade cannot see (GPU_ONLY_VARIANTS) still name their TODO, still
+    match the solution, and stay out of VARIANTS; with the CPU ones they cover every TODO of the step."""
+    gpu_only = [v for v in GPU_ONLY_VARIANTS if v.step == 12]
+    cpu = [v for v in VARIANTS if v.track == "hopper" and v.step == 12]
+    assert {v.name for v in gpu_only}.isdisjoint(v.name for v in VARIANTS)
+    assert all(v.check in (GPU_ONLY, SIMULATED) and v.names for v in gpu_only)
+    for variant in gpu_only:
+        assert variant.source() != (REPO / "solutions" / "hopper" / STEPS["hopper"][12].file_name).read_text()
+    todos = _todos("hopper", 12)
+    assert {v.todo for v in gpu_only + cpu} == todos, sorted(todos - {v.todo for v in gpu_only + cpu})

@@ -6,7 +6,7 @@
 - Every TODO of every skeleton has its hints (levels 1-2) and its marked solution region (level 3),
   with the same numbering and titles in all three files, and `make hint` prints them.
 - Pasting every TODO's level 3 into its skeleton gives a kernel that builds and passes the static checks.
-- Steps 4-10 leave the design to the student (docs/writing-a-step.md, "Skeletons: the goal and the contract"):
+- Steps 4-10 and 12 leave the design to the student (docs/writing-a-step.md, "Skeletons: the goal and the contract"):
   no protocol-table row the solution adds to the previous solution's stands in the skeleton; a TODO's level 2
   hint neither repeats its skeleton comment nor holds a line of level 3; every "Trap:" a skeleton or a hint
   names has a known-bad variant marked as that TODO's trap.
@@ -135,8 +135,8 @@ def test_level_3_pasted_into_the_skeleton_passes_the_cpu_grade(track, step, tmp_
     assert result.passed and result.build == "passed" and result.features == "passed", result.problems
 
 
-# ---- steps 4-10: the design is the student's ----
-DESIGN_STEPS = range(4, 11)
+# ---- steps 4-10 and 12: the design is the student's (step 11 adds no barrier and no design cell) ----
+DESIGN_STEPS = (*range(4, 11), 12)
 SHARED_WORDS = 8  # a level 2 hint shares no run of this many consecutive words with its skeleton comment
 MIN_CODE_CHARS = 12  # a level 3 line at least this long (stripped) never stands verbatim in level 2
 

@@ -417,6 +417,25 @@ TWO_COMMITTERS_ELECTED = _protocol(
 )
 
 
+# step 12's fixup through global memory (Hopper): the order of the code around the lock
+FIXUP_RELEASE = _protocol(
+    "the lock's count is released after the partial sums", lint.fixup_count_released,
+    "every thread stores its partial sum, the consumer's named barrier (T.cuda.warpgroup_sync), then one thread: "
+    "T.cuda.thread_fence(), then the lock's T.cuda.atomic_add: a count seen before the stores it covers lets the "
+    "final range add stale sums",
+)
+FIXUP_ACQUIRE = _protocol(
+    "the lock is waited on with ld.acquire, then a barrier before the partial sums are read", lint.fixup_wait_acquires,
+    "spin on the lock with T.ptx.ld.acquire.gpu.global_.b32 (a plain load can be hoisted out of the loop and "
+    "orders nothing), then the consumer's named barrier before any thread reads the workspace",
+)
+LOCKS_RESET = _protocol(
+    "every lock is back at 0 when the launch ends", lint.fixup_locks_reset,
+    "after the wait, the waiting thread stores 0 into the lock: the host zeroes the locks once, and the next "
+    "launch's wait would never see its count",
+)
+
+
 def _protocol_checks(track: str, step: int) -> list[Check]:
     """The protocol checks a step's design must pass: the K loop from step 2, TMA from step 4."""
     checks = [SHARED_MEMORY_FITS, ACCUMULATE_FLAG, WGMMA_FENCES if track == "hopper" else TCGEN05_FENCES,
@@ -428,6 +447,8 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
                    STORE_WAITED]
     if step >= 6:  # step 12 walks its own work units: (tile, K range), not tiles strided by the grid
         checks += [STAGING_REUSE] + ([TILE_STRIDE] if step != 12 else []) + [TILE_FOLLOWED]
+    if step == 12:  # the fixup through global memory
+        checks += [FIXUP_RELEASE, FIXUP_ACQUIRE, LOCKS_RESET]
     if track == "blackwell" and step >= 7:
         checks.append(TMEM_HANDBACK_FENCE)
     if track == "blackwell":

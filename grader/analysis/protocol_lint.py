@@ -586,3 +586,87 @@ def _product(values: tuple[int, ...]) -> int:
     for value in values:
         out *= value
     return out
+
+
+# ---- step 12: the fixup through global memory (read off the code's order; protocol.py simulates it) ----
+
+ATOMIC_ADD = re.compile(r"tvm_builtin_cuda_atomic_add\(|\batomicAdd\(")
+THREAD_FENCE = re.compile(r"tvm_builtin_cuda_thread_fence\(|__threadfence\(")
+LD_ACQUIRE = re.compile(r"ld_acquire_gpu_global")
+
+
+def _global_pointers(art: Artifacts) -> list[str]:
+    """The kernel's pointer parameters (step 12: its workspace and its locks); A, B and D are tensor maps."""
+    signature = next((line for line in art.cuda_source.splitlines() if "__global__" in line), "")
+    return re.findall(r"\w+\*\s*(?:__restrict__\s*)?(\w+)\s*[,)]", signature)
+
+
+def _locks(art: Artifacts, body: list[Statement]) -> list[str]:
+    """The pointer parameters some thread adds to atomically: the counters of a fixup."""
+    return [p for p in _global_pointers(art) if any(ATOMIC_ADD.search(s.text) and f"{p}[" in s.text for s in body)]
+
+
+def _stores_to(text: str, pointers: list[str]) -> bool:
+    return any(re.match(rf"{re.escape(p)}\[.*\] = ", text) for p in pointers)
+
+
+def _plain_reads(text: str, pointer: str) -> bool:
+    """`pointer[...]` read as a value: not its address (&(p[...]), not the target of a store."""
+    reads = text.split(" = ", 1)[1] if re.match(rf"{re.escape(pointer)}\[.*\] = ", text) else text
+    return re.search(rf"(?<!&\(){re.escape(pointer)}\[", reads) is not None
+
+
+def fixup_count_released(art: Artifacts, k_tiles: int) -> bool:
+    """A count added to a lock in global memory is a release: right before the atomic add, a thread fence,
+    and before that fence a barrier of the threads whose workspace stores the count covers (walking back
+    from the add: fence, then barrier, with no store to global memory in between)."""
+    body = statements(art.cuda_source)
+    pointers = _global_pointers(art)
+    for add in (s for s in body if ATOMIC_ADD.search(s.text)):
+        fenced = False
+        for previous in reversed(body[:add.index]):
+            if not fenced:
+                if THREAD_FENCE.search(previous.text):
+                    fenced = True
+                elif THREAD_SYNC.search(previous.text) or _stores_to(previous.text, pointers):
+                    return False
+            elif THREAD_SYNC.search(previous.text):
+                break
+            elif _stores_to(previous.text, pointers):
+                return False
+        else:
+            return False
+    return True
+
+
+def fixup_wait_acquires(art: Artifacts, k_tiles: int) -> bool:
+    """A lock is read only by ld.acquire (a plain load may be hoisted out of the spin and orders nothing),
+    and the threads that read the workspace pass a barrier after that wait."""
+    body = statements(art.cuda_source)
+    locks = _locks(art, body)
+    if not locks:
+        return True
+    if not any(LD_ACQUIRE.search(s.text) for s in body):
+        return False
+    if any(_plain_reads(s.text, lock) for s in body for lock in locks if not ATOMIC_ADD.search(s.text)):
+        return False
+    workspace = [p for p in _global_pointers(art) if p not in locks]
+    for read in (s for s in body if any(_plain_reads(s.text, p) for p in workspace)):
+        for previous in reversed(body[:read.index]):
+            if THREAD_SYNC.search(previous.text):
+                break
+            if LD_ACQUIRE.search(previous.text):
+                return False
+    return True
+
+
+def fixup_locks_reset(art: Artifacts, k_tiles: int) -> bool:
+    """Every lock a launch counts up is stored back to 0 after the wait on it (the host zeroes the locks
+    once; the next launch must find them at 0 again)."""
+    body = statements(art.cuda_source)
+    for lock in _locks(art, body):
+        waits = [s.index for s in body if LD_ACQUIRE.search(s.text) and f"{lock}[" in s.text]
+        resets = [s.index for s in body if re.match(rf"{re.escape(lock)}\[.*\] = 0;", s.text)]
+        if not waits or not any(r > w for w in waits for r in resets):
+            return False
+    return True

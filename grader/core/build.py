@@ -70,6 +70,8 @@ def kernel_factory(impl_dir: Path, track: str, spec: StepSpec) -> Callable[..., 
     try:
         module_spec.loader.exec_module(module)
     except Exception as err:  # a student's file can fail to import in any way
+        if isinstance(err, NotImplementedError):  # a TODO block at module level (step 12's host-side classes)
+            raise StepNotImplemented(str(err)) from err
         hint = keyword_hint(err.text or "") if isinstance(err, SyntaxError) else None
         raise BuildFailed(f"importing {path.name} failed: {type(err).__name__}: {err}"
                           + (f"\n{hint}" if hint else "")) from err

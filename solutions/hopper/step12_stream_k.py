@@ -22,17 +22,14 @@ BLK_M = 128  # rows of D one CTA computes per unit
 CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
 TILE_WIDTHS = (256, 128, 64)  # the columns a cluster tile may have, widest (fewest bytes per FLOP) first
 BLK_K = 64
-MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
 # What the host's choice weighs, measured on an H200 (experiments/every_shape/run2.json: every
 # decomposition timed at ten shapes): the time of one K iteration of a cluster tile of each width,
 # relative to a 64-wide one, and of one unit's fixup (its partial sums stored, or read and added).
 ITERATION_COST = {256: 2.6, 128: 1.36, 64: 1.0}
 FIXUP_COST = {256: 70.0, 128: 35.0, 64: 18.0}
-# Stream-K is taken only where it promises this much over whole tiles: at large K it costs more than the
-# model counts (1000x3584x18944: estimated 6% faster than whole 256-wide tiles, measured 14% slower).
-STREAM_K_MARGIN = 1.15
 
 
+# >>> TODO 12.1: a plan: what the host decides for one shape
 @dataclasses.dataclass(frozen=True)
 class Decomposition:
     """How the K iterations of every tile are dealt to the persistent clusters.
@@ -63,12 +60,10 @@ class Decomposition:
     @property
     def estimated_cost(self) -> float:
         """The busiest cluster's time in the units of ITERATION_COST."""
-        # >>> TODO 12.1: the busiest cluster's time
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
         fixup = FIXUP_COST[self.tile_n] if self.sk_units else 0.0
         return (whole_tiles_each * self.k_tiles + range_each) * ITERATION_COST[self.tile_n] + fixup
-        # <<< TODO 12.1
 
     @property
     def kind(self) -> str:
@@ -77,6 +72,13 @@ class Decomposition:
         if self.sk_units % self.sk_tiles == 0 and self.extra == 0:
             return f"split-K x{self.sk_units // self.sk_tiles}"
         return "stream-K"
+# <<< TODO 12.1
+
+
+# >>> TODO 12.2: the host's choice
+# Stream-K is taken only where it promises this much over whole tiles: at large K it costs more than the
+# model counts (1000x3584x18944: estimated 6% faster than whole 256-wide tiles, measured 14% slower).
+STREAM_K_MARGIN = 1.15
 
 
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
@@ -85,7 +87,6 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     STREAM_K_MARGIN); on a tie the earlier (pairs first, wider first, whole tiles first). Narrower
     tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave, at the price of a
     fixup per unit."""
-    # >>> TODO 12.2: the host's choice
     k_tiles = -(-K // BLK_K)
     candidates = []
     for cluster in CLUSTER_SIZES:
@@ -94,14 +95,17 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
             candidates += [Decomposition(tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0),
                            stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster)]
     return min(candidates, key=lambda plan: plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0))
-    # <<< TODO 12.2
+# <<< TODO 12.2
+
+
+# >>> TODO 12.3: stream-K over the last waves
+MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
 
 
 def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int) -> Decomposition:
     """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
     K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
     least MIN_K_TILES_PER_UNIT iterations. Whole tiles where that cannot be had."""
-    # >>> TODO 12.3: stream-K over the last waves
     full_waves, tail = divmod(tiles, clusters)
     whole_tiles = Decomposition(tile_n, cluster, tiles, k_tiles, clusters, 0, 0)
     if tail == 0:
@@ -113,7 +117,7 @@ def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int)
     if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
         return whole_tiles
     return Decomposition(tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units)
-    # <<< TODO 12.3
+# <<< TODO 12.3
 
 
 @T.meta_class
@@ -125,6 +129,7 @@ class WorkUnits:
     split, which waits for the clusters before it). Then its data-parallel tiles, whole.
     """
 
+    # >>> TODO 12.4: a cluster's units: the state, a piece of a range, a whole tile
     def __init__(self, plan: Decomposition, tile_order: ClusterPersistentScheduler2D):
         self.plan = plan
         self.tile_order = tile_order  # maps a tile's index to its (m_idx, n_idx)
@@ -136,14 +141,12 @@ class WorkUnits:
 
     @T.inline
     def _segment_ending_at(self, cursor):
-        # >>> TODO 12.4: the segment of a range that ends at an iteration
         K_TILES = T.meta_var(self.plan.k_tiles)
         self.tile = (cursor - 1) // K_TILES
         self.k_begin = T.max(self.tile * K_TILES, self.range_begin) - self.tile * K_TILES
         self.k_end = cursor - self.tile * K_TILES
         self.cursor = self.tile * K_TILES + self.k_begin
         self.tile_order.update_current_m_n_idx(self.tile)
-        # <<< TODO 12.4
 
     @T.inline
     def _data_parallel(self, tile):
@@ -152,10 +155,11 @@ class WorkUnits:
         self.k_end = self.plan.k_tiles
         self.cursor = -1
         self.tile_order.update_current_m_n_idx(self.tile)
+    # <<< TODO 12.4
 
+    # >>> TODO 12.5: the order of a cluster's units: the first, the next, the end
     @T.inline
     def init(self, cluster):
-        # >>> TODO 12.5: a cluster's first unit
         IPU = T.meta_var(self.plan.iterations_per_unit)
         EXTRA = T.meta_var(self.plan.extra)
         self.range_begin = cluster * IPU + T.min(cluster, EXTRA)
@@ -163,31 +167,29 @@ class WorkUnits:
             self._segment_ending_at(self.range_begin + IPU + T.Select(cluster < EXTRA, 1, 0))
         else:
             self._data_parallel(self.plan.sk_tiles + cluster)
-        # <<< TODO 12.5
 
     @T.inline
     def next(self, cluster):
-        # >>> TODO 12.6: the next unit
         if self.cursor > self.range_begin:
             self._segment_ending_at(self.cursor)
         elif self.cursor >= 0:  # the stream-K range is done
             self._data_parallel(self.plan.sk_tiles + cluster)
         else:
             self._data_parallel(self.tile + self.plan.clusters)
-        # <<< TODO 12.6
 
     def valid(self):
         return self.tile < self.plan.tiles
+    # <<< TODO 12.5
 
+    # >>> TODO 12.6: the cluster that holds a tile's first K tile
     def first_unit(self):
         """The cluster whose range holds this tile's first iteration."""
-        # >>> TODO 12.7: the cluster that holds a tile's first K tile
         IPU, EXTRA = self.plan.iterations_per_unit, self.plan.extra
         if IPU == 0:  # no stream-K tiles: every tile is its own first and final split
             return self.plan.clusters
         first = self.tile * self.plan.k_tiles
         return T.Select(first < EXTRA * (IPU + 1), first // (IPU + 1), EXTRA + (first - EXTRA * (IPU + 1)) // IPU)
-        # <<< TODO 12.7
+    # <<< TODO 12.6
 
 
 def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
@@ -253,12 +255,14 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     d_type = tvm.DataType("float16")
     acc_type = tvm.DataType("float32")
 
+    # >>> TODO 12.7: the plan in the kernel
     plan = plan or plan_decomposition(M, N, K, sm_count)
     BLK_N = plan.tile_n
     CLUSTER = plan.cluster  # CTAs per cluster, stacked along M
+    K_TILES = plan.k_tiles
+    # <<< TODO 12.7
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
-    K_TILES = plan.k_tiles
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
     EPI_N = min(BLK_N, 128)  # columns per TMA store: each consumer writes its 64xBLK_N rows in pieces
@@ -273,19 +277,21 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
     ACC = CONSUMER_ROWS * BLK_N // 128  # accumulator registers per consumer thread
+    # >>> TODO 12.8: the workspace and the locks
     # a partial sum per stream-K cluster (it has at most one: the start of its last tile), per CTA and
     # consumer, stored register-major so that a warp's 32 stores of one register are 128 contiguous bytes
-    PARTIAL_SLOTS = max(plan.sk_units, 1)
+    PARTIALS = (max(plan.sk_units, 1), CLUSTER, NUM_CONSUMERS, ACC, 128)
     # per stream-K tile, CTA and consumer: how many of the tile's K tiles are in the workspace
-    LOCKS = max(plan.sk_tiles * CLUSTER * NUM_CONSUMERS, 1)
+    LOCKS = (max(plan.sk_tiles * CLUSTER * NUM_CONSUMERS, 1),)
+    # <<< TODO 12.8
 
     @T.prim_func
     def kernel(
         A: T.Buffer((M, K), a_type),
         B: T.Buffer((N, K), b_type),
         D: T.Buffer((M, N), d_type),
-        partials: T.Buffer((PARTIAL_SLOTS, CLUSTER, NUM_CONSUMERS, ACC, 128), acc_type),
-        locks: T.Buffer((LOCKS,), "int32"),
+        partials: T.Buffer(PARTIALS, acc_type),
+        locks: T.Buffer(LOCKS, "int32"),
     ):
         # fmt: off
         T.device_entry()
@@ -314,6 +320,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         T.cuda.cluster_sync()
 
         # ---- work units over 256x256 cluster tiles: both CTAs of a cluster get the same ----
+        # >>> TODO 12.9: the units this cluster walks
         cluster = T.meta_var(bx // CLUSTER)
         tile_order = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),
@@ -322,6 +329,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         work.init(cluster)
         m_st = T.meta_var(tile_order.m_idx * (CLUSTER * BLK_M) + rank * BLK_M)
         n_st = T.meta_var(tile_order.n_idx * BLK_N)
+        # <<< TODO 12.9
 
         if wg_id == 0:
             # ---- producer: registers go to the consumer; one thread issues every TMA ----
@@ -355,18 +363,22 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             desc_b = T.alloc_local((1,), "uint64")
             encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, consumer * CONSUMER_ROWS, 0]))
             encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
+            # >>> TODO 12.10: this consumer's lock, and its thread's place in a partial sum
             thread = T.meta_var(warp_id * 32 + lane_id)
             lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS + consumer)
             seen = T.alloc_local((1,), "int32")
+            # <<< TODO 12.10
             while work.valid():
                 for k in range(work.k_begin, work.k_end):
                     tma2mma.wait(consume.stage, consume.phase)
                     a_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
+                    # >>> TODO 12.11: a K tile of a unit, at the plan's width
                     b_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_N // 128)))
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
                         wgmma_64xNx16(acc, desc_a[0] + a_offset, desc_b[0] + b_offset, kk,
                                       (k - work.k_begin) * (BLK_K // MMA_K) + kk != 0, BLK_N)
+                    # <<< TODO 12.11
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
@@ -384,7 +396,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             mma2tma.arrive(release.stage, remote=peer)
                 release.advance()
 
-                # >>> TODO 12.8: leave a partial sum for the tile's final range
+                # >>> TODO 12.12: leave a partial sum for the tile's final range
                 if work.k_end < K_TILES:
                     # ---- not the tile's last K tiles: leave the partial sum for the tile's final split ----
                     for i in T.unroll(ACC):
@@ -396,8 +408,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             T.evaluate(T.cuda.atomic_add(locks.ptr_to([lock_index]), work.k_end - work.k_begin))
                     work.next(cluster)
                     continue
-                # <<< TODO 12.8
-                # >>> TODO 12.9: the final range: wait for the partial sums, add them
+                # <<< TODO 12.12
+                # >>> TODO 12.13: the final range: wait for the partial sums, add them
                 if work.k_begin > 0:
                     # ---- the tile's final split: wait for K tiles 0..k_begin, add them in K order ----
                     if warp_id == 0:
@@ -410,7 +422,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                     for unit in range(work.first_unit(), cluster):
                         for i in T.unroll(ACC):
                             acc[i] = acc[i] + partials[unit, rank, consumer, i, thread]
-                # <<< TODO 12.9
+                # <<< TODO 12.13
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem

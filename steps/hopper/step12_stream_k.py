@@ -1,0 +1,301 @@
+"""Step 12 (Hopper): a decomposition that fills the GPU.
+
+Step 11 gives each cluster whole 256x256 tiles. Where the tiles are fewer than the clusters (256
+tokens through a 4096-wide layer: 16 tiles for 66 clusters), or leave the last wave mostly empty,
+most SMs idle. Make the unit of work (cluster tile, range of K tiles), and let the host choose per
+shape, before the kernel is built, the cluster (a CTA pair sharing B, or one CTA), the tile width
+(256, 128 or 64 columns) and how each tile's K tiles are dealt to the clusters: whole, or cut into
+ranges whose partial sums clusters add up through an fp32 workspace in global memory.
+
+The kernel is step 11's solution; the TODOs are the host's choice (12.1-12.3), a cluster's walk over
+its units (12.4-12.6) and the places in the kernel where a unit, not a tile, matters (12.7-12.13).
+`make grade STEP=12` runs it at shapes where it deals whole tiles and where it must share them
+(257x264x4104: 15 tiles of 65 K tiles for 132 SMs).
+"""
+
+import dataclasses
+
+import tvm
+from tvm.backend.cuda.lang.pipeline import MBarrier, PipelineState, TMABar
+from tvm.backend.cuda.lang.tile_scheduler import ClusterPersistentScheduler2D
+from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
+from kernel_helpers.todo import todo
+
+BLK_M = 128  # rows of D one CTA computes per unit
+CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
+TILE_WIDTHS = (256, 128, 64)  # the columns a cluster tile may have, widest (fewest bytes per FLOP) first
+BLK_K = 64
+# What the host's choice weighs, measured on an H200 (experiments/every_shape/run2.json: every
+# decomposition timed at ten shapes): the time of one K iteration of a cluster tile of each width,
+# relative to a 64-wide one, and of one unit's fixup (its partial sums stored, or read and added).
+ITERATION_COST = {256: 2.6, 128: 1.36, 64: 1.0}
+FIXUP_COST = {256: 70.0, 128: 35.0, 64: 18.0}
+
+
+# TODO 12.1: a plan: what the host decides for one shape
+#   A frozen dataclass `Decomposition`: what the host decides for one shape before the kernel is built, and what it
+#   costs. The kernel reads it (TODO 12.7: the tile width, one of TILE_WIDTHS, and the CTAs per cluster along M, one of
+#   CLUSTER_SIZES), and so does your WorkUnits. Its cost is the busiest cluster's time in the units of ITERATION_COST,
+#   and a cluster that shares a tile with others pays FIXUP_COST on top: the host compares plans by it.
+todo("12.1 a plan: what the host decides for one shape")
+
+
+# TODO 12.2: the host's choice
+#   plan_decomposition(M, N, K, sm_count): the plan the kernel runs when `plan` is None. Weigh every cluster size and
+#   tile width, as whole tiles and as stream-K, by their cost; stream-K only where it promises a clear margin (its cost
+#   grows with K faster than the model counts); of equal costs keep the earlier. The grid is sm_count CTAs, one per SM.
+todo("12.2 the host's choice")
+
+
+# TODO 12.3: stream-K over the last waves
+#   A helper of TODO 12.2 (the reference calls it stream_k): the plan that cuts the K iterations of the last tiles into
+#   one contiguous range per cluster, so that the clusters finish together, or whole tiles where that does not pay (a
+#   range so short that its fixup costs more than it saves does not).
+todo("12.3 stream-K over the last waves")
+
+
+@T.meta_class
+class WorkUnits:
+    """One cluster's work: a sequence of units (tile, k_begin, k_end), the K tiles k_begin..k_end-1 of a tile.
+
+    What the given kernel code uses: work.valid() (a TIR condition: a unit is left), work.k_begin and
+    work.k_end (the current unit's K tiles) and work.next(cluster) (go on to the next unit); TODOs
+    12.9-12.13 use whatever else you give it. The producer and both consumers of both CTAs walk the same
+    units, so every barrier ring sees as many uses on each side. Every K tile of every tile belongs to
+    exactly one unit of one cluster. The order in which a cluster walks its units is yours: it decides
+    whether a cluster can end up waiting on one that is waiting on it.
+    """
+
+    # TODO 12.4: a cluster's units: the state, a piece of a range, a whole tile
+    #   __init__(self, plan, tile_order) and the state a cluster's walk needs: the current unit's tile, k_begin and
+    #   k_end as TIR scalars (T.local_scalar: they change at run time), and what finds the next unit. Then @T.inline
+    #   helpers that make the current unit a piece of a stream-K range or a whole tile, pointing tile_order at its tile
+    #   (update_current_m_n_idx).
+    todo("12.4 a cluster's units: the state, a piece of a range, a whole tile")
+
+    # TODO 12.5: the order of a cluster's units: the first, the next, the end
+    #   init(cluster), next(cluster) and valid(): the unit this cluster starts with, the one after the current one, and
+    #   a TIR condition (valid() is a plain Python method) that is false once the cluster has no unit left. `cluster` is
+    #   a TIR expression (bx // CLUSTER). Contract: a cluster's first unit never waits on another cluster, and no two
+    #   clusters can end up waiting on each other.
+    todo("12.5 the order of a cluster's units: the first, the next, the end")
+
+    # TODO 12.6: the cluster that holds a tile's first K tile
+    #   first_unit(): for the current tile, the first cluster whose partial sum the tile's final unit adds (a TIR
+    #   expression over self.tile, used by TODO 12.13). It is evaluated while the kernel is built, also for plans with
+    #   no stream-K tiles.
+    todo("12.6 the cluster that holds a tile's first K tile")
+
+
+def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
+    """D = A @ B^T for any M >= 1 and N, K multiples of 8, with the work dealt so that every SM has some.
+
+    Contract: the host decides per shape (plan_decomposition, TODO 12.2; `plan`, when given, replaces its
+    choice) and the kernel computes exactly what the plan says: every K tile of every tile once. A tile
+    whose K tiles several clusters share is added up in fp32 through `partials`, in an order that does
+    not depend on timing, so that a shape gives the same bits on every run. `partials` and `locks` are
+    allocated once by the host and zeroed (build.launcher: every parameter after D); a launch must leave
+    them as the next launch needs them, since no memset runs between calls. A cluster may wait only on
+    clusters that are running (the grid is sm_count CTAs, one per SM: all of them at once) and that can
+    never be waiting on it. At shapes where whole 256-wide tiles fill the GPU the kernel is as fast as
+    step 11.
+
+    Data path: step 11's, per work unit instead of per tile. The producer loads the unit's K tiles, each
+    consumer multiplies them; then a unit that covers its whole tile is written back as in step 11, and
+    the others are the fixup's: where the partial sums go, who adds them and when is your design.
+
+    Barrier protocol: step 11's rings, named barriers and cluster barrier, unchanged. The fixup adds a
+    lock in global memory (fill in the design cells, "?", before the code):
+        | lock or barrier                        | counts | who adds or arrives | who waits | starts at |
+        |----------------------------------------|--------|---------------------|-----------|-----------|
+        | locks (int32, global memory)           | ?      | ?                   | ?         | ?         |
+        | consumer c's named barrier (step 11's) | ?      | ?                   | ?         | -         |
+    Why it cannot deadlock: ?
+    Memory the host allocates (partials, locks), at 132 SMs: ?
+    """
+    a_type = tvm.DataType("float16")
+    b_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+
+    # TODO 12.7: the plan in the kernel
+    #   The names the kernel below uses for what the plan decided: BLK_N (columns of a cluster tile, the B rows of a
+    #   stage), CLUSTER (CTAs per cluster, stacked along M) and K_TILES (K tiles of a tile); `plan`, when given,
+    #   replaces the host's choice (TODO 12.2).
+    todo("12.7 the plan in the kernel")
+    B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
+    MMA_K = 16
+    NUM_CONSUMERS = 2
+    CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
+    EPI_N = min(BLK_N, 128)  # columns per TMA store: each consumer writes its 64xBLK_N rows in pieces
+    SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
+    EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * EPI_N * 2 + 1024  # two staging tiles, and the barriers
+    PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
+    PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
+    EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
+    B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
+    TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
+    ACC = CONSUMER_ROWS * BLK_N // 128  # accumulator registers per consumer thread
+    # TODO 12.8: the workspace and the locks
+    #   PARTIALS and LOCKS: the shapes of the two buffers the kernel takes after D. The grader allocates them once,
+    #   zeroed, and passes the same ones to every launch. partials (fp32): room for every partial sum a launch leaves
+    #   for a final unit, laid out so that a warp's 32 stores of one register are contiguous; locks (int32): one counter
+    #   per thing a final unit waits on. Neither may be empty.
+    todo("12.8 the workspace and the locks")
+
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), a_type),
+        B: T.Buffer((N, K), b_type),
+        D: T.Buffer((M, N), d_type),
+        partials: T.Buffer(PARTIALS, acc_type),
+        locks: T.Buffer(LOCKS, "int32"),
+    ):
+        # fmt: off
+        T.device_entry()
+        T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
+        bx = T.cta_id([sm_count])
+        rank = T.cta_id_in_cluster([CLUSTER])
+        wg_id = T.warpgroup_id([1 + NUM_CONSUMERS])
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: the two barrier rings, then the 128B-swizzled tiles ----
+        pool = T.SMEMPool()
+        tma2mma = TMABar(pool, PIPE_DEPTH)
+        mma2tma = MBarrier(pool, PIPE_DEPTH)
+        pool.move_base_to(1024)
+        Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
+        Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+        pool.commit()
+
+        # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
+        tma2mma.init(1)
+        mma2tma.init(CLUSTER * NUM_CONSUMERS)
+        T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.cuda.cluster_sync()
+
+        # ---- work units over 256x256 cluster tiles: both CTAs of a cluster get the same ----
+        # TODO 12.9: the units this cluster walks
+        #   cluster (this CTA's cluster index), the tile order (step 11's ClusterPersistentScheduler2D over this plan's
+        #   cluster tiles), work (your WorkUnits at its first unit), and step 11's m_st and n_st: the first row and
+        #   column of this CTA's part of the current unit's tile. Both CTAs of a cluster walk the same units.
+        todo("12.9 the units this cluster walks")
+
+        if wg_id == 0:
+            # ---- producer: registers go to the consumer; one thread issues every TMA ----
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    produce = PipelineState(PIPE_DEPTH, 1)  # stages start empty: first waits pass
+                    while work.valid():
+                        for k in range(work.k_begin, work.k_end):
+                            mma2tma.wait(produce.stage, produce.phase)
+                            tma2mma.arrive(produce.stage, TMA_BYTES)
+                            Tx.copy_async(Asmem[produce.stage, :, :],
+                                          A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
+                            # this CTA's half of the B tile, written into both CTAs' stage
+                            Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
+                                          B[n_st + rank * B_PART:n_st + (rank + 1) * B_PART,
+                                            k * BLK_K:(k + 1) * BLK_K],
+                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
+                                          cta_mask=(1 << CLUSTER) - 1)
+                            produce.advance()
+                        work.next(cluster)
+        else:
+            # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
+            consumer = T.meta_var(wg_id - 1)
+            acc = T.alloc_local((CONSUMER_ROWS * BLK_N // 128,), acc_type)
+            consume = PipelineState(PIPE_DEPTH, 0)
+            release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
+            desc_a = T.alloc_local((1,), "uint64")
+            desc_b = T.alloc_local((1,), "uint64")
+            encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, consumer * CONSUMER_ROWS, 0]))
+            encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
+            # TODO 12.10: this consumer's lock, and its thread's place in a partial sum
+            #   The names TODOs 12.12-12.13 use: this thread's index in its warpgroup, the index into locks of the
+            #   counter for the current unit's tile, this CTA and this consumer (a T.meta_var: it follows work.tile),
+            #   and a one-element int32 register the waiting thread reads the lock into.
+            todo("12.10 this consumer's lock, and its thread's place in a partial sum")
+            while work.valid():
+                for k in range(work.k_begin, work.k_end):
+                    tma2mma.wait(consume.stage, consume.phase)
+                    a_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
+                    # TODO 12.11: a K tile of a unit, at the plan's width
+                    #   Step 11's wgmma of one K tile (fence, then BLK_K // MMA_K instructions on this stage) for a B
+                    #   tile of BLK_N rows (wgmma_64xNx16) and a unit that may begin at any K tile of its tile: the
+                    #   unit's first K tile overwrites the accumulator, every later one adds to it.
+                    todo("12.11 a K tile of a unit, at the plan's width")
+                    T.ptx.wgmma.commit_group.sync.aligned()
+                    # every group but the one just issued is done: the previous stage is free
+                    T.ptx.wgmma.wait_group.sync.aligned(1)
+                    if k > work.k_begin:
+                        if warp_id == 0:
+                            if lane_id == 0:
+                                for peer in T.unroll(CLUSTER):
+                                    mma2tma.arrive(release.stage, remote=peer)
+                        release.advance()
+                    consume.advance()
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if warp_id == 0:
+                    if lane_id == 0:
+                        for peer in T.unroll(CLUSTER):
+                            mma2tma.arrive(release.stage, remote=peer)
+                release.advance()
+
+                # TODO 12.12: leave a partial sum for the tile's final range
+                #   A unit that stops before its tile's last K tile: this consumer's accumulator goes to this cluster's
+                #   slot of partials, the tile's lock learns how many K tiles are now in, and the unit ends without a
+                #   writeback (work.next, then the loop's next unit). Contract: a final unit that sees the count must
+                #   also see every thread's stores. Trap: a count that can be seen before the stores it covers (no
+                #   fence, or the fence before all 128 threads have stored) lets the final unit add stale sums.
+                #   API: T.cuda.warpgroup_sync, T.cuda.thread_fence, T.cuda.atomic_add (inside T.evaluate).
+                todo("12.12 leave a partial sum for the tile's final range")
+                # TODO 12.13: the final range: wait for the partial sums, add them
+                #   A unit that ends a tile it did not begin: wait until every earlier K tile of the tile is in the
+                #   workspace, leave the lock as the next launch needs it (no memset runs between launches), and add the
+                #   partial sums into the accumulator in an order that does not depend on timing (the same bits every
+                #   run); step 11's writeback follows. One thread waits; every thread reads.
+                #   API: T.ptx.ld.acquire.gpu.global_.b32, work.first_unit().
+                todo("12.13 the final range: wait for the partial sums, add them")
+
+                # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
+                # the previous tile's TMA store must have finished reading Dsmem
+                for half in T.unroll(BLK_N // EPI_N):
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for i in T.unroll(EPI_N // 2):
+                        Dsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                            acc[half * (EPI_N // 2) + i], d_type)
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
+                            for part in T.unroll(EPI_N // 64):
+                                col = T.meta_var(n_st + half * EPI_N + part * 64)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
+                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+                work.next(cluster)
+
+            # the last TMA store must finish before the CTA (and its shared memory) goes away
+            if warp_id == 0:
+                T.ptx.cp.async_.bulk.wait_group(0)
+
+        # no CTA leaves while its peer may still arrive on its barriers
+        T.cuda.cluster_sync()
+
+    return kernel
