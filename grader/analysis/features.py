@@ -217,6 +217,7 @@ CHECKS["blackwell"].update(
         8: _WARP_SPECIALIZED + [FULL_RING, THREADS_256],
         9: _WARP_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, PAIR_MMA],
         10: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
+        11: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
     }
 )
 
@@ -431,7 +432,7 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
     if track == "blackwell" and step >= 7:
         checks.append(TMEM_HANDBACK_FENCE)
     if track == "blackwell":
-        checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step == 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
+        checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step >= 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
     else:
         checks.append(WGMMA_BY_WARPGROUPS)
         if step >= 7:  # the producer / consumer register split
