@@ -50,6 +50,9 @@ class Variant:
     names: tuple[str, ...] = ()
     # True when a skeleton or a hint names this mistake as a "Trap:" of its TODO (a trap must bite).
     trap: bool = False
+    # The shape the CPU grade runs it at where its mistake shows only at some shapes (a ragged step's); by default
+    # the step's static-check shape.
+    shape: tuple[int, int, int] | None = None
 
     def source(self) -> str:
         """The reference solution with the mistake made (every match replaced)."""
@@ -499,4 +502,22 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-11-cluster-rows-doubled", "hopper", 11,
             r"m_idx \* \(CLUSTER \* BLK_M\)", "m_idx * (2 * CLUSTER * BLK_M)",
             "fault", SIMULATED, names=("reaches outside",)),
+    # Blackwell step 11, one per TODO of its skeleton
+    # step 10's K tile count, rounded down: the last K - K % 64 columns are never multiplied (K = 568: 8 of 9 K tiles)
+    Variant("blackwell-11-k-tiles-rounded-down", "blackwell", 11,
+            r"K_TILES = -\(-K // BLK_K\)", "K_TILES = K // BLK_K",
+            "wrong", features.K_COVERED.name, todo="11.1", names=("every K tile",)),
+    # M tiles rounded up over one consumer's 256 rows, not the cluster tile's 512: tiles start past the matrix
+    Variant("blackwell-11-m-tiles-of-one-consumer", "blackwell", 11,
+            r"num_m_tiles=-\(-M // \(MMA_M \* NUM_CONSUMER\)\)", "num_m_tiles=-(-M // MMA_M)",
+            "slow", SIMULATED, todo="11.2", names=("outside", "tile counts")),
+    # step 10's loads: with 64-column boxes TIRx's tma_auto finds the same tensor maps as tma_explicit at most ragged
+    # shapes (the same TIR at 1000^3), but refuses a one-row matrix (M = 1: "globalStrides[0]=2 ... use tma_explicit")
+    Variant("blackwell-11-loads-by-tma-auto", "blackwell", 11,
+            r'(Tx\.copy_async\([AB]smem[^\n]*\n[^\n]*)dispatch="tma_explicit"', r'\1dispatch="tma_auto"',
+            "build", BUILD, todo="11.3", names=("tma_explicit",), shape=(1, 8, 8)),
+    # step 10's store, the same refusal
+    Variant("blackwell-11-stores-by-tma-auto", "blackwell", 11,
+            r'(Dsmem\[wg_id, :, :\], )dispatch="tma_explicit"', r'\1dispatch="tma_auto"',
+            "build", BUILD, todo="11.4", names=("tma_explicit",), shape=(1, 8, 8)),
 )

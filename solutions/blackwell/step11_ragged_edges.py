@@ -7,7 +7,9 @@ division); the TMA loads of a tile that hangs over the matrix's edge are filled 
 hardware (a zero row of A or B adds nothing to a dot product), and still deliver the whole box's
 bytes to the mbarrier; the TMA stores of such a tile are clipped to the matrix. The descriptors carry
 the matrices' true extents: `dispatch="tma_explicit"` maps each copy to one tensor map of the whole
-matrix (TIRx's `tma_auto` refuses an extent that is not a multiple of the box).
+matrix, at every shape. TIRx's `tma_auto` searches a mapping per shape: with these 64-column boxes it
+finds the same tensor maps at most ragged shapes (the same TIR at 1000^3), but refuses a one-row
+matrix (M = 1), and Hopper's 128-column stores at shapes such as 1000^3.
 """
 
 import tvm
