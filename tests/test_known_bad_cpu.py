@@ -70,7 +70,8 @@ def _todos(track: str, step: int) -> set[str]:
     return set(re.findall(r"# TODO (\d+\.\d+):", skeleton))
 
 
-@pytest.mark.parametrize("track,step", [(t, s) for t in TRACK_ARCH for s in range(4, 11)])
+# and Blackwell step 11 (Hopper step 11's variants were written before its skeleton and name no TODO)
+@pytest.mark.parametrize("track,step", [(t, s) for t in TRACK_ARCH for s in range(4, 11)] + [("blackwell", 11)])
 def test_every_todo_of_steps_4_to_10_has_a_known_bad_variant_that_names_its_cause(track, step):
     variants = [v for v in VARIANTS if v.track == track and v.step == step]
     todos = _todos(track, step)

@@ -9,7 +9,7 @@ bytes to the mbarrier; the TMA stores of such a tile are clipped to the matrix. 
 the matrices' true extents: `dispatch="tma_explicit"` maps each copy to one tensor map of the whole
 matrix, at every shape. TIRx's `tma_auto` searches a mapping per shape: with these 64-column boxes it
 finds the same tensor maps at most ragged shapes (the same TIR at 1000^3), but refuses a one-row
-matrix (M = 1), and Hopper's 128-column stores at shapes such as 1000^3.
+matrix (M = 1).
 """
 
 import tvm
