@@ -54,6 +54,9 @@ class Variant:
     names: tuple[str, ...] = ()
     # True when a skeleton or a hint names this mistake as a "Trap:" of its TODO (a trap must bite).
     trap: bool = False
+    # The shape the CPU grade runs it at where its mistake shows only at some shapes (a ragged step's); by default
+    # the step's static-check shape.
+    shape: tuple[int, int, int] | None = None
 
     def source(self) -> str:
         """The reference solution with the mistake made (every match replaced)."""
@@ -503,8 +506,26 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-11-cluster-rows-doubled", "hopper", 11,
             r"m_idx \* \(CLUSTER \* BLK_M\)", "m_idx * (2 * CLUSTER * BLK_M)",
             "fault", SIMULATED, names=("reaches outside",)),
-    # step 12: the fixup's order around its lock in global memory, read off the CUDA (features.FIXUP_*): the
-    # protocol checker does not simulate a wait on global memory yet, and the CPU grade's shape is data-parallel
+    # Blackwell step 11, one per TODO of its skeleton
+    # step 10's K tile count, rounded down: the last K - K % 64 columns are never multiplied (K = 568: 8 of 9 K tiles)
+    Variant("blackwell-11-k-tiles-rounded-down", "blackwell", 11,
+            r"K_TILES = -\(-K // BLK_K\)", "K_TILES = K // BLK_K",
+            "wrong", features.K_COVERED.name, todo="11.1", names=("every K tile",)),
+    # M tiles rounded up over one consumer's 256 rows, not the cluster tile's 512: tiles start past the matrix
+    Variant("blackwell-11-m-tiles-of-one-consumer", "blackwell", 11,
+            r"num_m_tiles=-\(-M // \(MMA_M \* NUM_CONSUMER\)\)", "num_m_tiles=-(-M // MMA_M)",
+            "slow", SIMULATED, todo="11.2", names=("outside", "tile counts")),
+    # step 10's loads: with 64-column boxes TIRx's tma_auto finds the same tensor maps as tma_explicit at most ragged
+    # shapes (the same TIR at 1000^3), but refuses a one-row matrix (M = 1: "globalStrides[0]=2 ... use tma_explicit")
+    Variant("blackwell-11-loads-by-tma-auto", "blackwell", 11,
+            r'(Tx\.copy_async\([AB]smem[^\n]*\n[^\n]*)dispatch="tma_explicit"', r'\1dispatch="tma_auto"',
+            "build", BUILD, todo="11.3", names=("tma_explicit",), shape=(1, 8, 8)),
+    # step 10's store, the same refusal
+    Variant("blackwell-11-stores-by-tma-auto", "blackwell", 11,
+            r'(Dsmem\[wg_id, :, :\], )dispatch="tma_explicit"', r'\1dispatch="tma_auto"',
+            "build", BUILD, todo="11.4", names=("tma_explicit",), shape=(1, 8, 8)),
+    # step 12: the fixup's order around its lock in global memory, read off the CUDA (features.FIXUP_*) at the CPU
+    # grade's static shape, which is data-parallel (the simulated fixup: the block at the end)
     Variant("hopper-12-count-without-a-fence", "hopper", 12,
             r"\n\s+T\.cuda\.thread_fence\(\)[^\n]*", "",
             "race", features.FIXUP_RELEASE.name, todo="12.12", names=("lock's count", "thread_fence"), trap=True),
@@ -526,10 +547,9 @@ VARIANTS: tuple[Variant, ...] = (
             "hang", features.LOCKS_RESET.name, todo="12.13", names=("lock", "back at 0")),
 )
 
-# Mistakes of step 12 that no CPU check catches: each builds and passes the CPU grade, so it is not in VARIANTS.
-# `check` says what would: SIMULATED where the protocol checker, once it simulates the fixup (a wait on a lock in
-# global memory), should name it at a stream-K shape (257x264x4104; the CPU grade's static shape is data-parallel);
-# GPU_ONLY where the mistake is in the values computed. tests/test_known_bad_gpu.py runs them on a Hopper GPU.
+# Mistakes of step 12 that no CPU check catches: each builds and passes the CPU grade (also at a stream-K shape,
+# where the protocol checker simulates the fixup), so it is not in VARIANTS: the mistake is in the values computed.
+# tests/test_known_bad_gpu.py runs them on a Hopper GPU.
 GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # the model forgets what sharing a tile costs: stream-K where whole tiles are faster (2048^3: 0.84x against 0.98x)
     Variant("hopper-12-cost-without-the-fixup", "hopper", 12,
@@ -542,7 +562,7 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # ranges of fewer K tiles than clusters: some of them empty
     Variant("hopper-12-ranges-without-a-floor", "hopper", 12,
             r"sk_units = min\(clusters, sk_tiles \* k_tiles // MIN_K_TILES_PER_UNIT\)", "sk_units = clusters",
-            "wrong", SIMULATED, todo="12.3", names=("range",)),
+            "wrong", GPU_ONLY, todo="12.3", names=("range",)),
     # every piece of a range starts at its tile's first K tile: K tiles computed twice, the final piece never waits
     Variant("hopper-12-piece-from-the-tile-start", "hopper", 12,
             r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
@@ -565,43 +585,34 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-12-cluster-index-of-the-cta", "hopper", 12,
             r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var(bx)",
             "wrong", GPU_ONLY, todo="12.9", names=("cluster",)),
-    # both consumers count into one lock: it reaches 2 x k_begin, and a wait for k_begin may never see its value
-    Variant("hopper-12-lock-shared-by-the-consumers", "hopper", 12,
-            r"lock_index = T\.meta_var\(\(work\.tile \* CLUSTER \+ rank\) \* NUM_CONSUMERS \+ consumer\)",
-            "lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS)",
-            "hang", SIMULATED, todo="12.10", names=("lock",)),
     # a piece that begins mid-tile adds the previous unit's accumulator
     Variant("hopper-12-accumulate-from-the-tile-start", "hopper", 12,
             r"\(k - work\.k_begin\) \* \(BLK_K // MMA_K\) \+ kk != 0", "k * (BLK_K // MMA_K) + kk != 0",
             "wrong", GPU_ONLY, todo="12.11", names=("accumulate",)),
-    # a count of the whole tile: the final piece's own K tiles are never in the lock, so the wait is never served
-    Variant("hopper-12-wait-for-the-whole-tile", "hopper", 12,
-            r"while seen\[0\] != work\.k_begin:", "while seen[0] != K_TILES:",
-            "hang", SIMULATED, todo="12.13", names=("lock", "never")),
 )
 
-# ---- Hopper step 12: the fixup through global memory (one block, kept apart for merging) ----
+# ---- Hopper step 12: the fixup through global memory ----
 # The protocol checker runs the whole grid with its locks (grader/analysis/protocol.py, run_grid). These are graded
-# at the correctness shape that step 12 deals as stream-K at 132 SMs: the static-check shape is whole tiles, where
+# at a correctness shape that step 12 deals as stream-K at 132 SMs: the static-check shape is whole tiles, where
 # no lock is used. On a GPU, the later-CTA wait runs through while all 132 CTAs are resident (one per SM): it
 # hangs only where the GPU holds fewer CTAs than the grid, so it is rejected for what CUDA allows ("race").
 _FIXUP_SHAPE = (257, 264, 4104)
-FIXUP_VARIANTS: tuple[Variant, ...] = (
+VARIANTS += (
     # the partial range stores its sums and never adds its count: the final range spins for ever
     Variant("hopper-12-fixup-no-release", "hopper", 12,
             r"\n\s+T\.evaluate\(T\.cuda\.atomic_add\(locks\.ptr_to\(\[lock_index\]\), work\.k_end - work\.k_begin\)\)",
-            "", "hang", SIMULATED, todo="12.8", names=("locks[", "a release that never came")),
-    # the count is added without a fence: it may be seen before the partial sums it announces
-    Variant("hopper-12-fixup-release-before-the-fence", "hopper", 12, r"\n\s+T\.cuda\.thread_fence\(\)  #[^\n]*",
-            "", "race", SIMULATED, todo="12.8", names=("locks[", "are not fenced")),
-    # the final range leaves the lock at its count: the next launch's wait starts from it
-    Variant("hopper-12-fixup-lock-left-set", "hopper", 12, r"\n\s+locks\[lock_index\] = 0  #[^\n]*",
-            "", "wrong", SIMULATED, todo="12.9", names=("locks[", "ends the launch at")),
+            "", "hang", SIMULATED, todo="12.12", names=("locks[", "a release that never came"), shape=_FIXUP_SHAPE),
     # clusters numbered from the last CTA: a tile's final range waits on CTAs with higher indices
     Variant("hopper-12-fixup-waits-on-a-later-cta", "hopper", 12,
             r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var((sm_count - 1 - bx) // CLUSTER)",
-            "race", SIMULATED, names=("locks[", "comes after", "lower indices")),
+            "race", SIMULATED, todo="12.9", names=("locks[", "comes after", "lower indices"), shape=_FIXUP_SHAPE),
+    # both consumers count into one lock: it reaches 2 x k_begin, and a wait for k_begin may never see its value
+    Variant("hopper-12-lock-shared-by-the-consumers", "hopper", 12,
+            r"lock_index = T\.meta_var\(\(work\.tile \* CLUSTER \+ rank\) \* NUM_CONSUMERS \+ consumer\)",
+            "lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS)",
+            "hang", SIMULATED, todo="12.10", names=("lock",), shape=_FIXUP_SHAPE),
+    # a count of the whole tile: the final piece's own K tiles are never in the lock, so the wait is never served
+    Variant("hopper-12-wait-for-the-whole-tile", "hopper", 12,
+            r"while seen\[0\] != work\.k_begin:", "while seen[0] != K_TILES:",
+            "hang", SIMULATED, todo="12.13", names=("lock", "never"), shape=_FIXUP_SHAPE),
 )
-VARIANTS += FIXUP_VARIANTS
-# the shape a variant is graded at, where it is not its step's static-check shape
-GRADED_AT: dict[str, tuple[int, int, int]] = {variant.name: _FIXUP_SHAPE for variant in FIXUP_VARIANTS}

@@ -14,7 +14,7 @@ from grader.core.steps import SPEED_FLOORS, SPEED_FLOORS_FILE, SpeedFloorsError,
 
 HAND_WRITTEN = {
     "sm_90a": {1: 0.3, 2: 0.03, 3: 0.12, 4: 0.3, 5: 0.4, 6: 0.44, 7: 0.43, 8: 0.46, 9: 0.42, 10: 0.48, 11: 0.25, 12: 0.45},
-    "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4},
+    "sm_100a": {1: 0.0005, 2: 0.0005, 3: 0.001, 4: 0.1, 5: 0.18, 6: 0.2, 7: 0.18, 8: 0.33, 9: 0.4, 10: 0.4, 11: 0.1},
 }
 
 
@@ -41,7 +41,7 @@ def test_a_calibrated_table_is_what_the_grader_reads(tmp_path):
     assert entry["estimate"] is True  # steps 1-3, 5-10 are still the estimates
     assert entry["measured"] == {"4": measured[4]} and entry["margin"] == 0.5 and entry["gpu"] == "TEST GPU"
 
-    every_step = {step: {"4096x4096x4096": 0.9} for step in range(1, 11)}
+    every_step = {step: {"4096x4096x4096": 0.9} for step in STEPS["blackwell"]}
     entry = calibrate.updated_table(table, "sm_100a", every_step, 0.5, about)["archs"]["sm_100a"]
     assert entry["estimate"] is False and entry["source"] == "make calibrate"
     assert set(entry["floors"].values()) == {0.45}

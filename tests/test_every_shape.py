@@ -1,4 +1,5 @@
-"""Steps 11-12 on the CPU: the ragged shape rule, step 12's host-side decomposition, its static check.
+"""Steps 11-12 on the CPU: the ragged shape rule (both tracks' step 11), step 12's host-side decomposition, its
+static check.
 
 The kernels themselves run on a GPU (experiments/every_shape/check_and_time.py, `make grade STEP=12
 IMPL=solutions`); what is tested here is what the host decides and what the grader refuses.
@@ -84,13 +85,14 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     assert module.plan_decomposition(128, 28672, 4096, 132).cluster == 1  # a pair would leave half its CTAs idle
 
 
-@pytest.mark.parametrize("shape,message", [
-    ("7x7x8", "N=7 is not a positive multiple of 8 (a TMA descriptor's rows must be a multiple of 16 bytes"),
-    ("8x8x12", "K=12 is not a positive multiple of 8"),
-    ("0x8x8", "M=0: a matrix needs at least one row and one column"),
+@pytest.mark.parametrize("track,shape,message", [
+    ("hopper", "7x7x8", "N=7 is not a positive multiple of 8 (a TMA descriptor's rows must be a multiple of 16 bytes"),
+    ("hopper", "8x8x12", "K=12 is not a positive multiple of 8"),
+    ("hopper", "0x8x8", "M=0: a matrix needs at least one row and one column"),
+    ("blackwell", "7x7x8", "N=7 is not a positive multiple of 8 (a TMA descriptor's rows must be a multiple of 16 bytes"),
 ])
-def test_a_shape_a_ragged_step_cannot_take_is_one_line_and_exit_2(shape, message):
-    done = subprocess.run([sys.executable, "-m", "grader", "--step", "11", "--impl", "solutions", "--track", "hopper",
+def test_a_shape_a_ragged_step_cannot_take_is_one_line_and_exit_2(track, shape, message):
+    done = subprocess.run([sys.executable, "-m", "grader", "--step", "11", "--impl", "solutions", "--track", track,
                            "--shape", shape], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr

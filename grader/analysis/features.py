@@ -217,6 +217,7 @@ CHECKS["blackwell"].update(
         8: _WARP_SPECIALIZED + [FULL_RING, THREADS_256],
         9: _WARP_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, PAIR_MMA],
         10: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
+        11: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
     }
 )
 
@@ -278,8 +279,9 @@ CHECKS["hopper"].update(
 # would hang, compute wrong or run slow; read off the CUDA source's guards, loops and statement order ----
 
 def _lint(rule: Callable[[Artifacts, int], bool]) -> Callable[[Artifacts, Launch], bool]:
-    """A lint rule, given the number of K tiles of the shape it was built at."""
-    return lambda art, launch: rule(art, launch.shape[2] // TILE_128[2])
+    """A lint rule, given the number of K tiles of the shape it was built at (rounded up: a step that takes any K
+    loads its last, partial K tile too)."""
+    return lambda art, launch: rule(art, -(-launch.shape[2] // TILE_128[2]))
 
 
 def _protocol(name: str, rule: Callable[[Artifacts, int], bool], hint: str) -> Check:
@@ -288,7 +290,13 @@ def _protocol(name: str, rule: Callable[[Artifacts, int], bool], hint: str) -> C
 
 K_LOOP = _protocol(
     "the MMA runs once per K tile, over all K tiles", lint.mma_over_all_k_tiles,
-    "loop over every K tile (`for k in range(K // 64)`) around load, MMA and commit; one commit per K tile",
+    "loop over every K tile (`for k in range(K // 64)`; K / 64 rounded up where K need not be a multiple of 64) "
+    "around load, MMA and commit; one commit per K tile",
+)
+K_COVERED = _protocol(
+    "the MMAs cover every K tile, the last partial one too", lint.mma_covers_every_k_tile,
+    "loop over ceil(K / 64) K tiles (`-(-K // BLK_K)`): with K a multiple of 8, K // 64 leaves the last K % 64 "
+    "columns out of the product; the last K tile's columns past K load as zeros and add nothing",
 )
 ACCUMULATE_FLAG = _protocol(
     "accumulate flag false only on the first K tile", lint.accumulate_after_first_k_tile,
@@ -442,6 +450,8 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
               CTA_WIDE_COPIES, PHASES_FLIP]
     if step >= 2:
         checks.append(K_LOOP)
+    if step >= 11:  # any K: the K loop rounds up
+        checks.append(K_COVERED)
     if step >= 4:
         checks += [TMA_EVERY_OPERAND, EVERY_K_TILE_LOADED, STORE_FENCE, ONE_TMA_ISSUER, ONE_EXPECT_TX, ONE_TMA_STORER,
                    STORE_WAITED]
@@ -452,7 +462,7 @@ def _protocol_checks(track: str, step: int) -> list[Check]:
     if track == "blackwell" and step >= 7:
         checks.append(TMEM_HANDBACK_FENCE)
     if track == "blackwell":
-        checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step == 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
+        checks += [TWO_MMA_ISSUERS_ELECTED, TWO_COMMITTERS_ELECTED] if step >= 10 else [ONE_MMA_ISSUER, ONE_COMMITTER]
     else:
         checks.append(WGMMA_BY_WARPGROUPS)
         if step >= 7:  # the producer / consumer register split

@@ -80,7 +80,11 @@ MAX_OPS = 2_000_000  # barrier ops per schedule before the checker calls it a lo
 MAX_LINES = 12  # findings printed
 
 
-RAGGED_CLUSTER_TILE = 256  # the largest rows or columns of D one cluster computes, in any step
+# the most rows and columns of D one cluster computes, in any step (Blackwell's two consumers: 512 rows), as
+# the extents of each matrix's dimensions: A is M x K, B is N x K, D is M x N (K: no cluster tile)
+RAGGED_CLUSTER_ROWS, RAGGED_CLUSTER_COLS = 512, 256
+RAGGED_CLUSTER_TILE = {"A": (RAGGED_CLUSTER_ROWS, 1), "B": (RAGGED_CLUSTER_COLS, 1),
+                       "D": (RAGGED_CLUSTER_ROWS, RAGGED_CLUSTER_COLS)}
 
 
 class Unsupported(Exception):
@@ -1357,7 +1361,8 @@ class Machine:
         spans = ", ".join(f"{c}:{c + b}" for c, b in zip(corner, box))
         what = f"TMA {'store to' if store else 'load from'} {name}[{spans}]"
         if self.kernel.ragged:  # a corner inside the cluster tiles that cover the matrix; K tiles start inside K
-            limits = [-(-extent // RAGGED_CLUSTER_TILE) * RAGGED_CLUSTER_TILE for extent in shape]
+            tiles = RAGGED_CLUSTER_TILE.get(name, (RAGGED_CLUSTER_ROWS,) * len(shape))
+            limits = [-(-extent // tile) * tile for extent, tile in zip(shape, tiles)]
             if not store:
                 limits[-1] = shape[-1]
             outside = [d for d, (c, limit) in enumerate(zip(corner, limits)) if c < 0 or c >= limit]

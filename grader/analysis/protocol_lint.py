@@ -296,6 +296,16 @@ def mma_over_all_k_tiles(art: Artifacts, k_tiles: int) -> bool:
     return bool(runs) and (None in runs or sum(runs) >= k_tiles)
 
 
+MMA_K = 16  # the K of one tcgen05.mma or wgmma instruction on fp16: BLK_K // MMA_K of them per K tile
+
+
+def mma_covers_every_k_tile(art: Artifacts, k_tiles: int) -> bool:
+    """Each thread that issues MMAs issues 64 // MMA_K of them per K tile, over all K tiles of the shape
+    (K / 64 rounded up): a K loop one trip short leaves the last K columns out of the product."""
+    runs = [runs_per_tile(s) for s in _calls(art, MMA)]
+    return bool(runs) and (None in runs or sum(runs) >= 64 // MMA_K * k_tiles)
+
+
 def accumulate_after_first_k_tile(art: Artifacts, k_tiles: int) -> bool:
     """Each MMA's accumulate flag (its last argument) is false at most once per output tile: on the
     first K tile, true on every later one. On Blackwell some MMA must also clear the accumulator

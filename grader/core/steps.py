@@ -153,8 +153,10 @@ STEPS: dict[str, dict[int, StepSpec]] = {
         for spec in _COMMON + (_cluster_step(9, "cluster", 256, 128), _cluster_step(10, "two_consumers", 256, 256))
     },
 }
-# Beyond the ten steps (Hopper only so far: the Blackwell twins are not written): any shape, then a
-# decomposition of the work that fills the GPU at every shape.
+# Beyond the ten steps: any shape (both tracks), then a decomposition of the work that fills the GPU at
+# every shape (Hopper only so far: its Blackwell twin is not written).
+STEPS["blackwell"][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
+                                  takes_sm_count=True)
 STEPS["hopper"][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
                                takes_sm_count=True)
 STEPS["hopper"][12] = StepSpec(12, "stream_k", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
