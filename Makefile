@@ -113,7 +113,7 @@ autograder: $(ENV_READY)
 	$(PYTHON) -m grader.commands.autograder package --out build/autograder.zip
 
 ENGINE ?= local
-STEPS ?= 1 2 3 4 5 6 7 8 9 10
+STEPS ?= all
 grade-class: $(ENV_READY) sandbox
 	$(PYTHON) -m grader.commands.grade_class grade $(call quote,$(SUBMISSIONS)) --out $(call quote,$(OUT)) \
 	    --engine $(call quote,$(ENGINE)) --track $(call quote,$(TRACK)) --steps $(call quote,$(STEPS)) \

@@ -18,7 +18,7 @@ from grader.commands import autograder
 from grader.core.steps import STEPS
 
 TRACK = "hopper"
-DEFAULT_WEIGHTS = [5, 5, 10, 10, 10, 10, 15, 5, 15, 15]
+DEFAULT_WEIGHTS = [5, 5, 10, 10, 10, 10, 15, 5, 15, 15, 10, 15]
 
 
 def _solution(step: int) -> str:
@@ -102,9 +102,9 @@ def test_a_sample_submission_scores_exactly_its_passing_steps(package, tmp_path)
 
 @pytest.mark.parametrize("case,message", [
     ("no files", "no hopper step files in the submission"),
-    ("weights unreadable", "must hold 10 numbers of points"),
+    ("weights unreadable", "must hold 12 numbers of points"),
     ("weights missing", "cannot read the weights file"),
-    ("bad steps", "STEPS must be step numbers from 1 to 10"),
+    ("bad steps", "STEPS must be all, or step numbers from 1 to"),
     ("bad track", "TRACK must be auto, blackwell or hopper"),
 ])
 def test_bad_input_is_one_line_and_a_results_file_that_says_so(package, tmp_path, case, message):
@@ -128,18 +128,19 @@ def test_bad_input_is_one_line_and_a_results_file_that_says_so(package, tmp_path
     assert report == {"score": 0, "output": done.stderr.strip(), "tests": []}
 
 
-@pytest.mark.parametrize("text", ["5 5 10 10 10 10 15 5 15", "1 2 3 4 5 6 7 8 9 -1", "1 2 3 4 5 6 7 8 9 nan"])
-def test_weights_must_be_ten_numbers_of_zero_or_more(tmp_path, text):
+@pytest.mark.parametrize("text", ["5 5 10 10 10 10 15 5 15 15", "1 2 3 4 5 6 7 8 9 10 11 -1",
+                                  "1 2 3 4 5 6 7 8 9 10 11 nan"])
+def test_weights_must_be_twelve_numbers_of_zero_or_more(tmp_path, text):
     path = tmp_path / "weights"
     path.write_text(text)
-    with pytest.raises(autograder.BadInput, match="10 numbers"):
+    with pytest.raises(autograder.BadInput, match="12 numbers"):
         autograder.read_weights(path)
 
 
 def test_weights_are_read_with_comments(tmp_path):
     path = tmp_path / "weights"
-    path.write_text("# points\n1 2 3 4 5  # steps 1-5\n6 7 8 9 10.5\n")
-    assert autograder.read_weights(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10.5]
+    path.write_text("# points\n1 2 3 4 5  # steps 1-5\n6 7 8 9 10 11 12.5\n")
+    assert autograder.read_weights(path) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12.5]
 
 
 def test_the_students_copy_of_the_course_is_found_in_steps(tmp_path):
@@ -157,3 +158,12 @@ def test_a_link_in_the_submission_is_not_followed(tmp_path):
     (submission / STEPS[TRACK][1].file_name).symlink_to(REPO / "solutions" / TRACK / STEPS[TRACK][1].file_name)
     shutil.copy(REPO / "steps" / TRACK / STEPS[TRACK][2].file_name, submission)
     assert autograder.find_step_files(submission, TRACK) == {2: submission / STEPS[TRACK][2].file_name}
+
+
+@pytest.mark.parametrize("track", ["hopper", "blackwell"])
+def test_all_steps_are_the_tracks_steps_and_a_step_it_lacks_is_refused(track):
+    assert autograder.parse_steps("all", track) == sorted(STEPS[track])
+    assert autograder.parse_steps("3 1 3", track) == [1, 3]
+    missing = max(STEPS[track]) + 1
+    with pytest.raises(autograder.BadInput, match=f"from 1 to {max(STEPS[track])} \\({track} track\\)"):
+        autograder.parse_steps(str(missing), track)

@@ -318,7 +318,7 @@ def test_make_passes_each_variable_as_one_argument():
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--step", "¹"], "--step must be a number from 1 to 10"),
+        (["--step", "¹"], f"--step must be a number from 1 to {max(STEPS['blackwell'])} or"),  # no GPU: Blackwell
         (["--step", "3", "--shape", "²x128x64"], "--shape must look like"),
         (["--timeout", "nan"], "--timeout must be a number of seconds"),
         (["--timeout", "-5"], "--timeout must be a number of seconds"),

@@ -12,9 +12,9 @@ solutions/, the seed is hidden, correctness is checked again after timing) and w
 results.json. Its settings come from the environment, so a test can run it on a sample submission:
   AUTOGRADER_SUBMISSION  the student's files, nested or flat (default /autograder/submission)
   AUTOGRADER_RESULTS     where results.json goes (default /autograder/results)
-  AUTOGRADER_WEIGHTS     points per step, steps 1-10 (default: weights beside course/)
+  AUTOGRADER_WEIGHTS     points per step, steps 1-12 (default: weights beside course/)
   TRACK                  auto (the GPU's, else blackwell), blackwell or hopper
-  STEPS                  the steps to grade, e.g. "1 3 4" (default: all ten)
+  STEPS                  the steps to grade, e.g. "1 3 4" (default: all, every step the track has)
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from grader.core.steps import STEPS, TRACKS, format_shape
 PACKAGE_FILES = ("setup.sh", "run_autograder", "weights")  # from autograder/, at the package's root
 COURSE_PARTS = ("grader", "kernel_helpers", "solutions", "steps", "hints", "Makefile", "requirements.txt",
                 "pyproject.toml")
-STEP_NUMBERS = tuple(range(1, 11))
+# the steps the weights file gives points to: every step of either track (a track without one never grades it)
+COURSE_STEPS = tuple(range(1, max(max(specs) for specs in STEPS.values()) + 1))
 
 
 class BadInput(Exception):
@@ -90,7 +91,7 @@ class Settings:
             Path(env.get("AUTOGRADER_RESULTS", "/autograder/results")),
             Path(env.get("AUTOGRADER_WEIGHTS", REPO_ROOT.parent / "weights")),
             env.get("TRACK", "auto"),
-            env.get("STEPS", " ".join(map(str, STEP_NUMBERS))),
+            env.get("STEPS", "all"),
         )
 
 
@@ -98,8 +99,8 @@ def run(settings: Settings) -> int:
     """Grade the submission and write results.json; 0 graded, 1 the grader stopped, 2 bad input."""
     try:
         weights = read_weights(settings.weights)
-        numbers = parse_steps(settings.steps)
         track = resolve_track(settings.track)
+        numbers = parse_steps(settings.steps, track)
         files = read_step_files(settings.submission, find_step_files(settings.submission, track))
     except BadInput as err:
         print(f"autograder: {err}", file=sys.stderr)
@@ -146,16 +147,20 @@ def read_weights(path: Path) -> list[float]:
         weights = [float(word) for word in words]
     except ValueError:
         weights = []
-    if len(weights) != len(STEP_NUMBERS) or not all(math.isfinite(w) and w >= 0 for w in weights):
-        raise BadInput(f"the weights file {path} must hold 10 numbers of points (steps 1 to 10, each 0 or more), "
-                       f"not {' '.join(words)[:80]!r}")
+    if len(weights) != len(COURSE_STEPS) or not all(math.isfinite(w) and w >= 0 for w in weights):
+        raise BadInput(f"the weights file {path} must hold {len(COURSE_STEPS)} numbers of points (steps 1 to "
+                       f"{COURSE_STEPS[-1]}, each 0 or more), not {' '.join(words)[:80]!r}")
     return weights
 
 
-def parse_steps(text: str) -> list[int]:
+def parse_steps(text: str, track: str) -> list[int]:
+    """The steps to grade: "all" (every step the track has) or numbers separated by spaces."""
+    if text.strip() == "all":
+        return sorted(STEPS[track])
     words = text.split()
-    if not words or not all(word.isascii() and word.isdigit() and int(word) in STEP_NUMBERS for word in words):
-        raise BadInput(f"STEPS must be step numbers from 1 to 10 separated by spaces, not {text!r}")
+    if not words or not all(word.isascii() and word.isdigit() and int(word) in STEPS[track] for word in words):
+        raise BadInput(f"STEPS must be all, or step numbers from 1 to {max(STEPS[track])} ({track} track) "
+                       f"separated by spaces, not {text!r}")
     return sorted(set(map(int, words)))
 
 

@@ -62,9 +62,9 @@ def _parse(args: list[str]) -> argparse.Namespace:
     grade_parser.add_argument("--out", required=True, help="the class's output folder (reused by a rerun)")
     grade_parser.add_argument("--engine", default="local", help="local (this machine's GPUs, default) or slurm")
     grade_parser.add_argument("--track", default="auto", help="blackwell or hopper (local: auto, the GPU's)")
-    grade_parser.add_argument("--steps", default="1 2 3 4 5 6 7 8 9 10", help='the steps graded, e.g. "1 2 3"')
+    grade_parser.add_argument("--steps", default="all", help='the steps graded: all (the track\'s), or e.g. "1 2 3"')
     grade_parser.add_argument("--weights", default=str(REPO_ROOT / "autograder" / "weights"),
-                              help="points per step, steps 1-10 (default: the autograder's weights)")
+                              help="points per step, steps 1-12 (default: the autograder's weights)")
     grade_parser.add_argument("--seed", help="GRADER_SEED for every student (default: drawn once, kept in OUT)")
     grade_parser.add_argument("--student-timeout", default=str(DEFAULT_STUDENT_TIMEOUT_S),
                               help="seconds one student's whole grade may take (default 3600)")
@@ -141,7 +141,6 @@ def grade(options: argparse.Namespace) -> int:
     if not submissions_dir.is_dir():
         raise UsageError(f"the submissions folder {submissions_dir} is not a folder")
     out = _out_folder(options.out, submissions_dir)
-    steps = autograder.parse_steps(options.steps.replace(",", " "))
     weights = autograder.read_weights(Path(options.weights))
     student_timeout = _seconds(options.student_timeout, "--student-timeout")
     workers = _whole_number(options.workers, "--workers", 1)
@@ -149,6 +148,7 @@ def grade(options: argparse.Namespace) -> int:
     max_parallel = _whole_number(options.max_parallel, "--max-parallel", 1)
     seed = _seed(options.seed, out)
     track = _track(options.track, options.engine)
+    steps = autograder.parse_steps(options.steps.replace(",", " "), track)
     gpus = local.find_gpus() if options.engine == "local" and not options.without_gpu else []
     expect_gpu = not options.without_gpu and (options.engine == "slurm" or bool(gpus))
     found = intake.find(submissions_dir)

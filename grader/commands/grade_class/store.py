@@ -47,7 +47,7 @@ def grader_version() -> str:
 class Settings:
     track: str
     steps: list[int]
-    weights: list[float]  # points of steps 1 to 10
+    weights: list[float]  # points of steps 1 to 12 (autograder.COURSE_STEPS)
     seed: int  # GRADER_SEED of every student: the same inputs for all
     student_timeout_s: float
     expect_gpu: bool  # False: builds and static checks only, every score provisional
