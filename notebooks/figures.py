@@ -447,7 +447,7 @@ def draw_units(panels):
     import matplotlib.pyplot as plt
     from matplotlib import colormaps
 
-    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 1.2 + 0.4 * sum(p[2] for p in panels)), squeeze=False)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(1.4 + 0.3 * p[2] for p in panels)), squeeze=False)
     for (title, units, tiles, k_tiles), (ax,) in zip(panels, axes):
         clusters = max(u[0] for u in units) + 1
         colours = colormaps["tab20"].resampled(max(clusters, 2))
@@ -458,6 +458,7 @@ def draw_units(panels):
             ax.text((k_begin + k_end) / 2, tile, str(cluster), ha="center", va="center", fontsize=7)
         ax.set_xlim(0, k_tiles)
         ax.set_ylim(tiles - 0.5, -0.5)
+        ax.set_yticks(range(0, tiles, max(1, tiles // 16)))
         ax.set_xlabel("K tile")
         ax.set_ylabel("tile")
         ax.set_title(title, fontsize=9)

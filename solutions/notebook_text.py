@@ -288,9 +288,9 @@ Clusters that share a tile add their partial sums through global memory, in a fi
 
 Why a cluster waits only on **lower-index** clusters: the ranges are contiguous and ascend with the
 cluster index, so a tile's earlier K tiles belong to lower clusters; and a cluster walks its range
-**backwards**, so its first unit is the start of its last tile (a partial sum that waits on nobody)
-and only its last unit can be a final range. Cluster 0 never waits; every cluster waits only on
-clusters whose first units need nothing from it. The grid is what the GPU holds at once (one CTA per
+**backwards**, tile by tile, so every piece of its range before the last is a partial sum (or a
+whole tile) that waits on nobody, and only the last can be a final range. Cluster 0 never waits; a cluster waits
+only on lower clusters, and they have stored their partial sums before anything they do could wait. The grid is what the GPU holds at once (one CTA per
 SM), so every cluster waited on is running: no deadlock."""
 
 _STEP_12_COST = """\
