@@ -22,7 +22,7 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES_SEEN: set[str] = set()  # notebooks that showed at least one image
 EXECUTED: set[str] = set()
 # the notebooks whose text and emitted-code patterns differ most between the tracks, run again for Blackwell
-TRACK_NOTEBOOKS = [p for p in NOTEBOOKS if p.name.startswith(("07_08", "09_10"))]
+TRACK_NOTEBOOKS = [p for p in NOTEBOOKS if p.name.startswith(("07_08", "09_10", "11_12"))]
 NO_SOLUTION = re.compile(r"^this cell needs solutions/\S+, which this copy of the course does not have "
                          r"\(handed out without solutions/\)$")
 # what only the Hopper track does: a Blackwell notebook that shows one of these describes the wrong track
