@@ -381,3 +381,86 @@ def timeline_events(measured) -> list[dict]:
     """The events of a measured timeline (grader/analysis/timeline.py writes {header..., "events": [...]}),
     or the list itself for a file that holds only the events."""
     return measured["events"] if isinstance(measured, dict) else measured
+
+
+# ---- beyond step 10: every shape -----------------------------------------------------------------
+
+
+def model_ratios(table: dict, steps=(10, 11, 12)) -> dict[tuple[int, int, int], dict[str, float]]:
+    """cuBLAS time / kernel time per shape of a bench table (`make bench --table models`) for each step that ran
+    there (a step that refuses a shape has no row) and for the Triton seed, the better of its variants."""
+    ratios: dict[tuple[int, int, int], dict[str, float]] = {}
+    for row in table["rows"]:
+        step = row["step"]
+        name = "triton-seed" if isinstance(step, str) and step.startswith("triton-seed") else step
+        if name not in (*steps, "triton-seed") or not row.get("correct", True):
+            continue
+        shape_ratios = ratios.setdefault(tuple(row["shape"]), {})
+        key = f"step {name}" if isinstance(name, int) else name
+        shape_ratios[key] = max(shape_ratios.get(key, 0.0), row["cublas_ms"] / row["kernel_ms"])
+    return ratios
+
+
+def geometric_mean(values) -> float:
+    values = list(values)
+    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
+
+
+def draw_model_ratios(table: dict, steps=(10, 11, 12)):
+    """Grouped bars: each step's (and the Triton seed's) share of cuBLAS at each shape of a bench table."""
+    import matplotlib.pyplot as plt
+
+    ratios = model_ratios(table, steps)
+    shapes = sorted(ratios, key=lambda s: (s[0], s[1], s[2]))
+    names = [f"step {s}" for s in steps] + ["triton-seed"]
+    width = 0.8 / len(names)
+    fig, ax = plt.subplots(figsize=(12, 4))
+    for i, name in enumerate(names):
+        xs = [x + i * width for x, shape in enumerate(shapes) if name in ratios[shape]]
+        ys = [ratios[shape][name] for shape in shapes if name in ratios[shape]]
+        ax.bar(xs, ys, width, label=f"{name} (geometric mean {geometric_mean(ys):.3f} over {len(ys)})")
+    ax.axhline(1.0, color="k", lw=1)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(shapes))], ["x".join(map(str, s)) for s in shapes],
+                  rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("cuBLAS time / kernel time")
+    ax.set_title(f"{table['gpu']} ({table['date']}): no bar = the step refuses the shape")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def unit_owners(units, tiles: int, k_tiles: int) -> np.ndarray:
+    """[tile, k tile] -> the cluster whose unit computes it (-1 where none does), from (cluster, tile, k_begin,
+    k_end) units; raises ValueError where two units compute the same K tile of a tile."""
+    owner = np.full((tiles, k_tiles), -1)
+    for cluster, tile, k_begin, k_end in units:
+        if (owner[tile, k_begin:k_end] != -1).any():
+            raise ValueError(f"tile {tile}, K tiles {k_begin}..{k_end - 1}: computed twice")
+        owner[tile, k_begin:k_end] = cluster
+    return owner
+
+
+def draw_units(panels):
+    """One panel per (title, units, tiles, k_tiles): a row per tile, its K tiles coloured by the cluster that
+    computes them, each unit labelled with its cluster; a tile's final range, which waits for the partial sums
+    of the clusters before it, is hatched."""
+    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(1.4 + 0.3 * p[2] for p in panels)), squeeze=False)
+    for (title, units, tiles, k_tiles), (ax,) in zip(panels, axes):
+        clusters = max(u[0] for u in units) + 1
+        colours = colormaps["tab20"].resampled(max(clusters, 2))
+        for cluster, tile, k_begin, k_end in units:
+            waits = k_begin > 0 and k_end == k_tiles
+            ax.barh(tile, k_end - k_begin, left=k_begin, color=colours(cluster % 20), edgecolor="k",
+                    hatch="//" if waits else None)
+            ax.text((k_begin + k_end) / 2, tile, str(cluster), ha="center", va="center", fontsize=7)
+        ax.set_xlim(0, k_tiles)
+        ax.set_ylim(tiles - 0.5, -0.5)
+        ax.set_yticks(range(0, tiles, max(1, tiles // 16)))
+        ax.set_xlabel("K tile")
+        ax.set_ylabel("tile")
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -3,7 +3,7 @@
 `walkthrough.explain(topic)` renders text(track, topic); `walkthrough.show_emitted(step, shape)` greps the
 generated code for emitted(track, step): (artifact field, regular expression, how many lines).
 
-The texts of steps 4-10 state each step's reference design (its barrier protocol, values and release order),
+The texts of steps 4-12 state each step's reference design (its barrier protocol, values and release order),
 which the student is asked to design, so they are not in notebooks/: they live in solutions/notebook_text.py
 (REFERENCE), ship with the solutions and are withheld with them. Here stays only what gives no step's design
 away: step 3's grep patterns. Without that file, text() is None and explain() says so in one line.
@@ -40,7 +40,7 @@ def text(track: str, topic: str) -> str | None:
 
 
 def emitted(track: str, step: int) -> list[tuple[str, str, int]] | None:
-    """The grep patterns of a step's generated code, or None without the solutions (steps 4-10)."""
+    """The grep patterns of a step's generated code, or None without the solutions (steps 4-12)."""
     if step in EMITTED[track]:
         return EMITTED[track][step]
     module = reference()
@@ -53,3 +53,10 @@ def withheld(topic: str) -> str:
     return (f"this text describes step {step}'s reference design and comes with the solutions "
             f"({REFERENCE.relative_to(REFERENCE.parent.parent)}, not in this copy of the course): "
             f"read it after your step {step} passes `make grade`")
+
+
+def units(plan) -> list[tuple[int, int, int, int]] | None:
+    """Step 12's units of a plan, (cluster, tile, k_begin, k_end) in each cluster's order, or None without the
+    solutions (the walk is step 12's design)."""
+    module = reference()
+    return None if module is None else module.units(plan)

@@ -4,7 +4,7 @@ The track: on a Hopper or Blackwell GPU, that GPU's (and the notebooks also run,
 against cuBLAS); without one, COURSE_TRACK=hopper|blackwell in the environment (`make notebooks
 TRACK=blackwell` sets it), else Hopper (its solutions ran on an H100). Every text and pattern that differs
 between the tracks comes from track_text.py, so a notebook describes the track it was opened for; the texts
-that state a step's reference design (steps 4-10) come with the solutions (solutions/notebook_text.py).
+that state a step's reference design (steps 4-12) come with the solutions (solutions/notebook_text.py).
 
 A course handed out without solutions/ still runs every notebook: a cell that needs a reference solution
 says so in one line (`needs_solutions`), an explain() cell says in one line that its text comes with the
@@ -166,11 +166,16 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
         return
     if not needs_solutions(step):
         return
+    if step not in STEPS[TRACK]:
+        print(f"skipped: step {step} has no {TRACK} version yet (its reference is {OTHER_TRACK}'s only)")
+        return
     spec = STEPS[TRACK][step]
     factory = build.kernel_factory(SOLUTIONS, TRACK, spec)
 
     def compiled(shape):
-        return build.compile_module(build.make_prim_func(factory, spec, tuple(shape), SM_COUNT), ARCH)
+        # step 12's workspace and locks: allocated once and zeroed, passed after D (build.launcher)
+        prim_func = build.make_prim_func(factory, spec, tuple(shape), SM_COUNT)
+        return build.launcher(build.compile_module(prim_func, ARCH), build.scratch_buffers(prim_func))
 
     a, b = diagnosis.random_inputs(tuple(check_shape), seed)
     d = torch.full((a.shape[0], b.shape[0]), float("nan"), dtype=torch.float16, device="cuda")
@@ -192,6 +197,32 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
           f"{tflops(timing_shape, ms['cublas']):.0f} TFLOP/s; share of cuBLAS {ms['cublas'] / ms['kernel']:.0%}")
 
 
+def reference_track(step: int) -> str:
+    """The track whose reference solution of `step` the notebook shows: this one's, else the other's (step 12
+    is Hopper's only, for now: a Blackwell notebook shows Hopper's until STEPS["blackwell"] has it)."""
+    return TRACK if step in STEPS[TRACK] else OTHER_TRACK
+
+
+def solution_names(step: int, track: str | None = None) -> dict | None:
+    """The module-level names of a step's reference solution (its host-side functions, constants), or None with
+    one line without it."""
+    track = track or reference_track(step)
+    if not needs_solutions(step, track=track):
+        return None
+    return build.kernel_factory(SOLUTIONS, track, STEPS[track][step]).__globals__
+
+
+def check_protocol(factory, shape, sm_count: int, **kwargs) -> bool:
+    """Simulate a kernel's barrier protocol (and step 12's fixup through global memory) on the CPU at one shape,
+    as `make check` does, and print the verdict; kwargs go to the kernel factory (step 12: plan=...)."""
+    from grader.analysis import protocol
+
+    verdict = protocol.check_kernel(protocol.compile_kernel(factory(*shape, sm_count, **kwargs)), tuple(shape), True)
+    print("\n".join(verdict.lines()))
+    return verdict.ok
+
+
 __all__ = ["REPO", "build", "diagnosis", "features", "timing", "TRACK", "OTHER_TRACK", "ARCH", "GPU_ARCH",
            "SM_COUNT", "describe", "explain", "solution_file", "needs_solutions", "show_diff", "show_docstring",
-           "build_step", "show_emitted", "sass_counts", "pipe_depth", "drawn_protocol", "run_on_gpu", "grep", "STEPS"]
+           "build_step", "show_emitted", "sass_counts", "pipe_depth", "drawn_protocol", "run_on_gpu", "grep", "STEPS",
+           "reference_track", "solution_names", "check_protocol", "SOLUTIONS"]

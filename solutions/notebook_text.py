@@ -1,4 +1,4 @@
-"""The step notebooks' text that states a step's reference design, steps 4-10 of both tracks.
+"""The step notebooks' text that states a step's reference design, steps 4-12 of both tracks.
 
 `notebooks/walkthrough.explain(topic)` renders TEXT[track][topic] and `walkthrough.show_emitted(step, shape)`
 greps the generated code for EMITTED[track][step]: (artifact field, regular expression, how many lines).
@@ -229,6 +229,152 @@ other's, and their Dsmem hand-offs mix.""",
     },
 }
 
+# ---- steps 11 and 12 (notebooks/11_12_ragged_edges_and_stream_k.ipynb) ----------------------------------------
+
+_RAGGED_COMMON = """\
+Three changes to step 10, and no new barrier:
+
+1. **Counts round up.** The cluster tiles are `ceil(M / tile_m) x ceil(N / tile_n)` and a tile has
+   `ceil(K / 64)` K tiles; the last tile of a row or column hangs over the matrix (at M = 1000 and
+   256-row cluster tiles, the fourth row of tiles covers rows 768-1023, 24 of them past the end).
+2. **Loads fill the overhang with zeros.** A TMA box that reaches past the tensor map's extent is
+   filled with zeros by the hardware, and a zero row of A or B adds nothing to a dot product, so the
+   MMA loop is unchanged. The barrier is still armed with the **whole box's bytes**: the TMA engine
+   counts every byte of the box into the mbarrier, zeros included, so an `expect_tx` of only the bytes
+   inside the matrix would not match what arrives (the phase completes at the wrong time, or never).
+3. **Stores are clipped.** A TMA store writes only the rows and columns inside the tensor map's
+   extent: nothing past the matrix is touched, with no bounds check in the kernel.
+
+Why `dispatch="tma_explicit"`: each copy becomes one tensor map of the **whole** matrix with its true
+extents, whatever the shape, and the hardware does the clipping. TIRx's `tma_auto` searches a mapping per
+shape and refuses some ragged ones. N and K must be multiples of 8 because a tensor map's row stride
+must be a multiple of 16 bytes (8 fp16); M may be anything from 1."""
+
+_STEP_12_PLAN = """\
+The unit of work becomes **(cluster tile, range of K tiles)**, and the host decides per shape, before
+the kernel is built (`plan_decomposition`), how the K iterations of all tiles are dealt to the
+persistent clusters. It tries every cluster size (a CTA pair sharing B, or one CTA alone) and every
+tile width (256, 128 or 64 columns), each as whole tiles and as stream-K, and keeps the plan whose
+**busiest cluster** finishes first by a cost model measured on an H200 (`ITERATION_COST` per K
+iteration of each width, plus `FIXUP_COST` for a cluster that shares a tile); stream-K must win by
+`STREAM_K_MARGIN` (15%), since at large K it costs more than the model counts.
+
+Data-parallel, split-K and stream-K are not three kernels but three outputs of this one plan
+(`Decomposition`): the first `sk_tiles` tiles (in the scheduler's order) have their
+`sk_tiles x k_tiles` iterations cut into `sk_units` contiguous ranges, one per cluster, the first
+`extra` ranges one iteration longer; the remaining tiles are dealt whole, round robin. `sk_tiles = 0`
+is data-parallel; ranges that fall on equal parts of each tile are split-K; anything else is
+stream-K (CUTLASS's sm90 rule: the last partial wave plus one full wave, ranges of at least 8 K
+tiles, `MIN_K_TILES_PER_UNIT`)."""
+
+_STEP_12_FIXUP = """\
+Clusters that share a tile add their partial sums through global memory, in a fixed order:
+
+- **Workspace.** Each stream-K cluster leaves at most one partial sum (the start of its last tile):
+  `partials[cluster, rank, consumer]`, fp32, stored register-major so a warp's 32 stores of one
+  register are 128 contiguous bytes. One int32 **lock** per (stream-K tile, CTA rank, consumer) counts
+  the K tiles already in the workspace. The host allocates both once, zeroed.
+- **Release** (a first or middle range of a tile): every thread stores its partial sums, the
+  consumer's named barrier, then one thread does `__threadfence()` and `atomicAdd(lock, k_end -
+  k_begin)`. The fence orders the whole warpgroup's stores (made visible by the barrier) before the
+  count, GPU-wide.
+- **Acquire** (the tile's final range, which ends at its last K tile): one thread spins with
+  `ld.acquire.gpu` until the lock equals `k_begin` (every earlier K tile is in), stores 0 into it, then
+  the named barrier lets the warpgroup read the partial sums of clusters `first_unit .. cluster-1` **in
+  that order** and add them to its own before the writeback. A fixed order means the same bits on every
+  run (checked on the H200), though not the bits of a data-parallel tile.
+- **Lock reset.** The waiter is the last one to touch its lock, so it sets it back to 0: the next launch
+  finds zeros without a memset.
+
+Why a cluster waits only on **lower-index** clusters: the ranges are contiguous and ascend with the
+cluster index, so a tile's earlier K tiles belong to lower clusters; and a cluster walks its range
+**backwards**, tile by tile, so every piece of its range before the last is a partial sum (or a
+whole tile) that waits on nobody, and only the last can be a final range. Cluster 0 never waits; a cluster waits
+only on lower clusters, and they have stored their partial sums before anything they do could wait. The grid is what the GPU holds at once (one CTA per
+SM), so every cluster waited on is running: no deadlock."""
+
+_STEP_12_COST = """\
+Measured on an H200 (experiments/every_shape/run2.json: every decomposition forced at ten shapes):
+a whole tile costs about 9 us plus 0.22, 0.30 and 0.58 us per K tile for 64-, 128- and 256-wide
+tiles. A stream-K unit's fixup costs on top about 4-7 us (`FIXUP_COST`: 18, 35 and 70 iterations of
+a 64-wide tile): the fp32 partial tile of a CTA is up to 128 KiB, stored and read back through the L2,
+plus a drained pipeline between units. At 2048^3, stream-K over 64 tiles on 66 clusters ran 0.84x
+cuBLAS where whole tiles ran 0.98x.
+
+So the model mostly picks **narrower whole tiles**: a 64-wide tile does a K tile in 0.39x the time
+of a 256-wide one while computing a quarter of it, which pays exactly where the wide tiles leave SMs
+idle (256x4096x4096: 64 whole 64-wide tiles per cluster pair, 1.007x cuBLAS, against stream-K's
+0.904x). Stream-K wins where K is long enough to hide its fixup (256x4096x14336: 0.953x against whole
+tiles' 0.923x) or the last wave is ragged (256x28672x4096); at 128 rows a cluster of one CTA, since a
+pair would leave the second CTA's rows past the matrix."""
+
+_STEP_12_CODE = """\
+Host code at module level: the `Decomposition` dataclass, `plan_decomposition` and `stream_k`, and
+`WorkUnits` (a cluster's walk: init, next, valid, first_unit). In the kernel: the plan's width and
+cluster size, two more parameters (`partials`, `locks`), the unit loop in place of the tile loop (the
+producer and the consumers walk the same units), the MMA at the plan's width, and at the end of a
+unit either the partial store and release or the wait and the adds before step 11's writeback."""
+
+_STEP_12_TRY = """\
+Number the clusters from the last CTA (`cluster = T.meta_var((sm_count - 1 - bx) // CLUSTER)`): a
+tile's final range then waits on a cluster with a higher index, which the checker reports
+(`hopper-12-fixup-waits-on-a-later-cta` in tests/known_bad.py). Or, on the CPU, set `STREAM_K_MARGIN
+= 1.0` in a copy of the solution and print the plans above again: which shapes switch to stream-K,
+and what did experiments/every_shape measure for them?"""
+
+# The track whose reference step 12 the Blackwell notebook shows until Blackwell has its own step 12: when it
+# does, give TEXT["blackwell"] its own "12*" texts (the keys stay the same) and drop this note.
+_BLACKWELL_STEP_12_NOTE = """\
+**Step 12 is written for the Hopper track only, for now** (a Blackwell twin is on its way). The host's
+plan and the fixup through global memory do not depend on the tensor-core instructions, so this notebook
+shows Hopper's reference on the Blackwell track: its plans (at the H100/H200's 132 SMs), its code and
+its fixup simulated on the CPU; what Blackwell would add (the accumulator read out of TMEM before its
+partial sum is stored, 148 SMs) has not been written.
+
+"""
+_OF_HOPPER = "*Hopper's step 12, read on the Blackwell track:* "
+
+_STEP_12 = {"12": _STEP_12_PLAN, "12-fixup": _STEP_12_FIXUP, "12-cost": _STEP_12_COST, "12-code": _STEP_12_CODE,
+            "12-try": _STEP_12_TRY}
+_STEP_12_BLACKWELL = {topic: (_BLACKWELL_STEP_12_NOTE if topic == "12" else _OF_HOPPER) + text
+                      for topic, text in _STEP_12.items()}
+
+TEXT["hopper"].update({
+    "11": """\
+Step 10 takes only M and N that are multiples of its 256x256 cluster tile. """ + _RAGGED_COMMON + """
+
+On Hopper each CTA's `tma2mma[s]` is armed with the whole 48 KiB (its A box and both B halves), and a
+CTA of the pair whose rows lie wholly past M (at M = 1, CTA 1) still loads its zeros, multiplies, arrives
+on both CTAs' `mma2tma` and stores nothing: skipping its work would leave its peer's empty barrier one
+arrival short, a hang. An explicit tensor map's box is at most one 128-byte swizzle row wide, so each
+consumer stores its rows in 64-column parts.""",
+    "11-code": 'Ceiling division in the tile and K-tile counts, `dispatch="tma_explicit"` on every TMA copy, and '
+               "the store in 64-column parts; the barriers and their byte counts are step 10's.",
+    "11-try": """\
+Drop `+ rank * BLK_M` from `m_st` in a copy of the solution (both CTAs of a pair then compute the same
+rows): it builds and the barriers are fine, but half of D is never written. The protocol checker, which
+follows every TMA box of the first clusters' tiles, names it (`hopper-11-partner-on-the-same-rows` in
+tests/known_bad.py).""",
+    **_STEP_12,
+})
+TEXT["blackwell"].update({
+    "11": """\
+Step 10 takes only M a multiple of its 512-row cluster tile and N of 256. """ + _RAGGED_COMMON + """
+
+On Blackwell CTA 0 arms its `tma2mma[s]` with the whole 98304 bytes of the pair's boxes; at M = 1 three
+of the four A boxes of the cluster tile lie wholly past the matrix and arrive as zeros, and each CTA
+still loads, waits for its accumulators in TMEM, hands them back on CTA 0's `ld2mma` and stores
+nothing: skipping its work would leave a barrier of CTA 0 short of bytes or arrivals. With these
+64-column boxes `tma_auto` finds the same tensor maps at most ragged shapes, but refuses a one-row matrix.""",
+    "11-code": 'Ceiling division in the tile and K-tile counts and `dispatch="tma_explicit"` on every TMA copy; '
+               "the barriers and their byte counts are step 10's.",
+    "11-try": """\
+Switch the loads back to `dispatch="tma_auto"` in a copy of the solution: at 1000^3 TIRx builds the same
+kernel, at M = 1 (the grader's first shape, 1x8x8) it refuses the one-row tensor map and says to use
+`tma_explicit` (`blackwell-11-loads-by-tma-auto` in tests/known_bad.py).""",
+    **_STEP_12_BLACKWELL,
+})
+
 _STEP_4 = [("ptx", r"mbarrier\.arrive\.expect_tx", 2), ("ptx", r"cp\.async\.bulk\.tensor", 3),
            ("sass", r"UTMALDG|UTMASTG|SYNCS", 4)]
 _STEP_5 = [("cuda_source", r"mbarrier_wait", 4), ("cuda_source", r"phase_tma_ptr\[\d\] = \(phase_tma_ptr", 2),
@@ -246,6 +392,7 @@ EMITTED: dict[str, dict[int, list[tuple[str, str, int]]]] = {
         7: [("ptx", r"setmaxnreg", 2), ("cuda_source", r"__launch_bounds__", 1), ("sass", r"USETMAXREG|SYNCS.ARRIVE", 3)],
         8: [("ptx", r"wgmma\.wait_group\.sync\.aligned\s+1", 2), ("sass", r"WARPGROUP.DEPBAR|HGMMA", 3)],
         9: _STEP_9, 10: _STEP_10,
+        11: [("cuda_source", r"CUtensorMap", 1), ("sass", r"UTMALDG|UTMASTG", 3), ("sass", r"HGMMA", 2)],
     },
     "blackwell": {
         4: _STEP_4, 5: _STEP_5, 6: _STEP_6,
@@ -254,5 +401,26 @@ EMITTED: dict[str, dict[int, list[tuple[str, str, int]]]] = {
         8: [("ptx", r"tcgen05\.mma", 2), ("sass", r"UTCHMMA|UTMALDG", 3)],
         9: [("ptx", r"tcgen05\.mma\.cta_group::2", 1), *_STEP_9],
         10: _STEP_10,
+        11: [("cuda_source", r"CUtensorMap", 1), ("sass", r"UTMALDG|UTMASTG", 3), ("ptx", r"tcgen05\.mma\.cta_group::2", 1),
+             ("sass", r"UTCHMMA", 2)],
     },
 }
+
+
+def units(plan) -> list[tuple[int, int, int, int]]:
+    """Step 12's units as (cluster, tile, k_begin, k_end), each cluster's in the order it walks them: its
+    stream-K range backwards, tile by tile, then its whole tiles (WorkUnits of solutions/hopper/step12_stream_k.py,
+    in plain Python, for the notebook's figure). Tiles are numbered in the scheduler's order."""
+    ipu, extra, k_tiles = plan.iterations_per_unit, plan.extra, plan.k_tiles
+    walked = []
+    for cluster in range(plan.clusters):
+        if cluster < plan.sk_units:
+            begin = cluster * ipu + min(cluster, extra)
+            cursor = begin + ipu + (1 if cluster < extra else 0)
+            while cursor > begin:
+                tile = (cursor - 1) // k_tiles
+                k_begin = max(tile * k_tiles, begin) - tile * k_tiles
+                walked.append((cluster, tile, k_begin, cursor - tile * k_tiles))
+                cursor = tile * k_tiles + k_begin
+        walked += [(cluster, tile, 0, k_tiles) for tile in range(plan.sk_tiles + cluster, plan.tiles, plan.clusters)]
+    return walked

@@ -170,3 +170,47 @@ def test_a_constant_is_read_literal_or_computed_from_earlier_ones(tmp_path: Path
     for missing in ("K_TILES", "NAME", "EPI_N"):  # needs the shape, is not an integer, is not there
         with pytest.raises(ValueError, match=f"assigns no integer {missing}"):
             figures.constant(step, missing)
+
+
+def test_model_ratios_take_the_better_triton_variant_and_skip_refused_shapes():
+    table = {"rows": [
+        {"step": 10, "shape": [1000, 64, 64], "kernel_ms": 2.0, "cublas_ms": 1.0, "correct": False},
+        {"step": 12, "shape": [1000, 64, 64], "kernel_ms": 1.0, "cublas_ms": 1.0},
+        {"step": "triton-seed", "shape": [1000, 64, 64], "kernel_ms": 4.0, "cublas_ms": 1.0},
+        {"step": "triton-seed-ws", "shape": [1000, 64, 64], "kernel_ms": 2.0, "cublas_ms": 1.0},
+    ]}
+    assert figures.model_ratios(table) == {(1000, 64, 64): {"step 12": 1.0, "triton-seed": 0.5}}
+    assert figures.geometric_mean([0.5, 2.0]) == pytest.approx(1.0)
+
+
+def test_unit_owners_refuse_a_k_tile_computed_twice():
+    owners = figures.unit_owners([(0, 0, 0, 3), (1, 0, 3, 4), (1, 1, 0, 4)], tiles=2, k_tiles=4)
+    assert owners.tolist() == [[0, 0, 0, 1], [1, 1, 1, 1]]
+    with pytest.raises(ValueError, match="computed twice"):
+        figures.unit_owners([(0, 0, 0, 3), (1, 0, 2, 4)], tiles=1, k_tiles=4)
+
+
+@pytest.mark.parametrize("shape,sm_count", [((257, 264, 4104), 132), ((384, 64, 4160), 8), ((768, 384, 512), 8),
+                                            ((128, 64, 2048), 4), ((256, 4096, 14336), 132), ((4096, 4096, 4096), 132)])
+def test_step_12_units_cover_every_k_tile_once_and_wait_only_on_lower_clusters(shape, sm_count):
+    """The notebook's units of a plan (solutions/notebook_text.py, the kernel's WorkUnits in Python): every K tile
+    of every tile in exactly one unit; only the last unit of a cluster's stream-K range can be a tile's final range; and every cluster
+    that feeds a tile's final range has a lower index than the cluster of that range."""
+    import track_text
+    from grader.core import build
+    from grader.core.steps import STEPS
+
+    solution = build.kernel_factory(REPO / "solutions", "hopper", STEPS["hopper"][12]).__globals__
+    plans = [solution["plan_decomposition"](*shape, sm_count)]
+    if shape == (768, 384, 512):
+        plans.append(solution["stream_k"](128, 2, 9, 8, 4))
+    for plan in plans:
+        units = track_text.units(plan)
+        assert (figures.unit_owners(units, plan.tiles, plan.k_tiles) >= 0).all()
+        last_units = {unit[0]: unit for unit in units if unit[1] < plan.sk_tiles}  # the last of each range
+        for unit in units:
+            cluster, tile, k_begin, k_end = unit
+            if k_begin > 0 and k_end == plan.k_tiles:  # a final range: it waits on the tile's other units
+                feeders = {c for c, t, _, _ in units if t == tile and c != cluster}
+                assert feeders and max(feeders) < cluster, (plan, tile)
+                assert last_units[cluster] == unit, (plan, cluster)

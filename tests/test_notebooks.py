@@ -1,6 +1,6 @@
 """Every notebook runs top to bottom (GPU cells say "skipped" on a machine without a GPU), follows the track it
 is opened for, and runs in a course handed out without solutions/ (the cells that need one say so in one line).
-The notebooks' text on each step's design (steps 4-10) comes with the solutions (solutions/notebook_text.py):
+The notebooks' text on each step's design (steps 4-12) comes with the solutions (solutions/notebook_text.py):
 a course without them holds none of it, in its notebooks/ files or in what its notebooks show."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 FIGURES_SEEN: set[str] = set()  # notebooks that showed at least one image
 EXECUTED: set[str] = set()
 # the notebooks whose text and emitted-code patterns differ most between the tracks, run again for Blackwell
-TRACK_NOTEBOOKS = [p for p in NOTEBOOKS if p.name.startswith(("07_08", "09_10"))]
+TRACK_NOTEBOOKS = [p for p in NOTEBOOKS if p.name.startswith(("07_08", "09_10", "11_12"))]
 NO_SOLUTION = re.compile(r"^this cell needs solutions/\S+, which this copy of the course does not have "
                          r"\(handed out without solutions/\)$")
 # what only the Hopper track does: a Blackwell notebook that shows one of these describes the wrong track
@@ -145,7 +145,7 @@ def test_notebooks_run_without_solutions_and_say_so_in_one_line(tmp_path, monkey
         assert not _rendered(outputs), path.name
         assert _withheld_steps(outputs) == [topic.split("-")[0] for topic in _explained_topics(path)]
     assert said >= 10  # every notebook has cells that diff, build or draw a reference solution
-    assert withheld >= 20  # the explain() cells of steps 4-10
+    assert withheld >= 20  # the explain() cells of steps 4-12
 
 
 def _withheld_steps(outputs) -> list[str]:
@@ -217,7 +217,7 @@ def test_every_step_has_a_heading():
         if cell.cell_type == "markdown"
         for number in re.findall(r"^##? Steps? (\d+)", cell.source, re.MULTILINE)
     }
-    assert headings >= set(range(1, 11))
+    assert headings >= set(range(1, 13))
 
 
 def test_every_topic_is_written_for_both_tracks():
@@ -228,8 +228,8 @@ def test_every_topic_is_written_for_both_tracks():
     assert not set(track_text.EMITTED["hopper"]) & set(reference.EMITTED["hopper"])
     used = {topic for path in NOTEBOOKS for topic in _explained_topics(path)}
     assert used == set(reference.TEXT["blackwell"])
-    # every topic is one of steps 4-10: its step number comes first, as explain()'s one line names it
-    assert {int(topic.split("-")[0]) for topic in used} == set(range(4, 11))
+    # every topic is one of steps 4-12: its step number comes first, as explain()'s one line names it
+    assert {int(topic.split("-")[0]) for topic in used} == set(range(4, 13))
     blackwell = "\n".join(reference.TEXT["blackwell"].values())
     assert [word for word in HOPPER_ONLY if word in blackwell] == []
 
