@@ -619,16 +619,14 @@ VARIANTS += (
 
 # ---- Blackwell step 12: the same fixup, its partial sums read out of TMEM by the writeback warpgroups ----
 # The order around the lock, read off the CUDA at the static-check shape (whole tiles, the fixup's code is there):
-# Hopper 12's mistakes in the Blackwell kernel's names (the release's order: FIXUP_RELEASE reads the same code, and
-# Hopper's variants test it). Then the simulated ones, at the stream-K shape. A few only, each grade takes 15-20 s.
+# Hopper 12's spin in the Blackwell kernel's names (the release's order and the reset, FIXUP_RELEASE and LOCKS_RESET,
+# are read the same way; Hopper's variants test them). Then the simulated ones, at the stream-K shape. A few only:
+# each grade takes 13-20 s.
 VARIANTS += (
     Variant("blackwell-12-spin-on-a-plain-load", "blackwell", 12,
             r"T\.ptx\.ld\.acquire\.gpu\.global_\.b32\(seen\[0\], locks\.ptr_to\(\[lock_index\]\)\)",
             "seen[0] = locks[lock_index]",
             "hang", features.FIXUP_ACQUIRE.name, todo="12.13", names=("ld.acquire",)),
-    Variant("blackwell-12-lock-left-counted", "blackwell", 12,
-            r"\n\s+locks\[lock_index\] = 0[^\n]*", "",
-            "hang", features.LOCKS_RESET.name, todo="12.13", names=("lock", "back at 0")),
     # the partial range stores its sums and never adds its count: the final range spins for ever
     Variant("blackwell-12-fixup-no-release", "blackwell", 12,
             r"\n\s+T\.evaluate\(T\.cuda\.atomic_add\(locks\.ptr_to\(\[lock_index\]\), work\.k_end - work\.k_begin\)\)",
