@@ -258,10 +258,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     Why it cannot deadlock: a cluster walks its range backwards, so its first unit is the start of its
     last tile (a first or middle range, which waits on nobody) and only its last unit is a final range,
     which waits on clusters with lower indices. Cluster 0 never waits; each cluster waits only on
-    ones before it, whose first units need nothing from it. The writeback that waits holds up none of
-    its own cluster's other roles: its TMA thread and MMA threads carry on with the unit (the wait
-    comes before mma2ld), and a cluster whose range is a single final unit has handed its TMEM back
-    on every earlier unit. The grid is sm_count CTAs, one per SM (a CTA takes nearly all of an SM's
+    ones before it, whose first units need nothing from it. The writeback that spins holds up nothing
+    of its own unit: it spins before mma2ld, its accumulator was handed back at the end of the unit
+    before, so its TMA and MMA threads carry on with the final range meanwhile; only the cluster's
+    next unit waits for it (on ld2mma). The grid is sm_count CTAs, one per SM (a CTA takes nearly all of an SM's
     shared memory): sm_count // 2 clusters of 2, one per TPC (two SMs) of a GPU whose TPCs are all
     whole, as a B200's 148 SMs are 74 TPCs. So every cluster waited on is resident. Were the grid
     larger than the GPU holds, a cluster that spins could keep an SM from a cluster it waits on;
