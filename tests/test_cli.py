@@ -19,9 +19,9 @@ def _run(capsys, *args):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--step", "0"], "--step must be a number from 1 to 11"),
-        (["--step", "12"], "--step must be a number from 1 to 11"),
-        (["--step", "five"], "--step must be a number from 1 to 11"),
+        (["--step", "0"], "--step must be a number from 1 to 12"),
+        (["--step", "13"], "--step must be a number from 1 to 12"),
+        (["--step", "five"], "--step must be a number from 1 to 12"),
         (["--track", "ampere"], "unknown track 'ampere'"),
         (["--arch", "sm_80"], "unknown arch 'sm_80'"),
         (["--track", "hopper", "--arch", "sm_100a"], "track hopper builds for sm_90a, not sm_100a"),

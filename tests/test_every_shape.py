@@ -22,8 +22,8 @@ SHAPES = [(1, 8, 8), (7, 264, 72), (128, 4096, 4096), (256, 4096, 14336), (257, 
           (1000, 3584, 18944), (4093, 2056, 568), (3000, 3000, 3000), (4096, 4096, 4096), (8192, 8192, 8192)]
 
 
-def _step12():
-    return SimpleNamespace(**build.kernel_factory(REPO / "solutions", "hopper", STEPS["hopper"][12]).__globals__)
+def _step12(track: str = "hopper"):
+    return SimpleNamespace(**build.kernel_factory(REPO / "solutions", track, STEPS[track][12]).__globals__)
 
 
 def _segments(plan, cluster: int) -> list[tuple[int, int, int]]:
@@ -45,11 +45,13 @@ def _segments(plan, cluster: int) -> list[tuple[int, int, int]]:
     return segments
 
 
+@pytest.mark.parametrize("track,sm_count", [("hopper", 132), ("blackwell", 148)])
 @pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
-def test_every_k_tile_of_every_tile_is_computed_once_and_final_ranges_wait_only_on_earlier_clusters(shape):
-    module = _step12()
-    plan = module.plan_decomposition(*shape, 132)
-    assert plan.clusters * plan.cluster == 132 and plan.tile_n in module.TILE_WIDTHS
+def test_every_k_tile_of_every_tile_is_computed_once_and_final_ranges_wait_only_on_earlier_clusters(
+        shape, track, sm_count):
+    module = _step12(track)
+    plan = module.plan_decomposition(*shape, sm_count)
+    assert plan.clusters * plan.cluster == sm_count and plan.tile_n in module.TILE_WIDTHS
     owner: dict[tuple[int, int], int] = {}
     partial = {}
     for cluster in range(plan.clusters):
@@ -83,6 +85,15 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     square = module.plan_decomposition(4096, 4096, 4096, 132)  # 3.9 waves of whole tiles: step 10's choice
     assert (square.tile_n, square.cluster, square.sk_units) == (256, 2, 0)
     assert module.plan_decomposition(128, 28672, 4096, 132).cluster == 1  # a pair would leave half its CTAs idle
+
+
+def test_blackwell_step_12_keeps_the_pair_tile_and_deals_k_where_whole_tiles_idle():
+    module = _step12("blackwell")
+    plans = {shape: module.plan_decomposition(*shape, 148) for shape in SHAPES}
+    assert {(p.cluster, p.tile_n) for p in plans.values()} == {(2, 256)}
+    assert plans[256, 4096, 14336].kind == "stream-K" and plans[256, 4096, 14336].sk_units == 74
+    assert plans[257, 264, 4104].kind == "stream-K"  # 2 tiles: 16 ranges of 8 or 9 K tiles
+    assert plans[4096, 4096, 4096].kind == "data-parallel"
 
 
 @pytest.mark.parametrize("track,shape,message", [

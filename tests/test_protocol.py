@@ -86,6 +86,24 @@ def test_step_12s_fixup_is_simulated_and_sound_at_every_kind_of_plan(shape, sm_c
     assert (verdict.locks > 0) == (kind != "data-parallel")
 
 
+
+# Blackwell step 12: one cluster tile (the pair's 512x256), so the plans differ only in how K is dealt
+@pytest.mark.parametrize("shape,sm_count,plan", [
+    # 9 tiles on 4 clusters: 5 stream-K tiles (4 ranges of 10 K tiles), then 4 whole ones, dealt round robin
+    ((1536, 768, 512), 8, ("stream_k", 256, 2, 9, 8, 4)),
+    # 2 tiles of 65 K tiles over 16 of the 74 clusters: ranges of 8 and 9, the others idle
+    (STREAM_K_SHAPE, 148, ("plan_decomposition", *STREAM_K_SHAPE, 148)),
+], ids=["stream-K-then-whole-tiles", "stream-K-148-sms"])
+def test_blackwell_step_12s_fixup_is_simulated_and_sound(shape, sm_count, plan):
+    spec = STEPS["blackwell"][12]
+    factory = build.kernel_factory(REPO / "solutions", "blackwell", spec)
+    decomposition = factory.__globals__[plan[0]](*plan[1:])
+    assert decomposition.kind == "stream-K"
+    prim_func = factory(*shape, sm_count, plan=decomposition)
+    verdict = protocol.check_kernel(protocol.compile_kernel(prim_func), shape, spec.shapes.ragged)
+    assert verdict.ok, "\n".join(verdict.lines())
+    assert verdict.locks == _shared_tiles(decomposition) * 2 * 2, verdict.lines()
+
 def _shared_tiles(plan) -> int:
     """The stream-K tiles whose first and last K tiles lie in different clusters' ranges."""
     ipu, extra = plan.iterations_per_unit, plan.extra

@@ -154,11 +154,13 @@ STEPS: dict[str, dict[int, StepSpec]] = {
     },
 }
 # Beyond the ten steps: any shape (both tracks), then a decomposition of the work that fills the GPU at
-# every shape (Hopper only so far: its Blackwell twin is not written).
+# every shape (both tracks).
 STEPS["blackwell"][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
                                   takes_sm_count=True)
 STEPS["hopper"][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
                                takes_sm_count=True)
+STEPS["blackwell"][12] = StepSpec(12, "stream_k", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
+                                  takes_sm_count=True)
 STEPS["hopper"][12] = StepSpec(12, "stream_k", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
                                takes_sm_count=True)
 
