@@ -335,7 +335,7 @@ def _at_once(record: store.Record, records: list[store.Record]) -> int:
     (["grade", "{tmp}/subs", "--out", str(REPO / "steps" / "out")], "inside the course's own files"),
     (["grade", "{tmp}/subs", "--out", "{tmp}/out", "--engine", "ray"], "--engine must be local or slurm"),
     (["grade", "{tmp}/subs", "--out", "{tmp}/out", "--engine", "slurm"], "--track auto cannot see"),
-    (["grade", "{tmp}/subs", "--out", "{tmp}/out", "--steps", "0 2"], "STEPS must be step numbers"),
+    (["grade", "{tmp}/subs", "--out", "{tmp}/out", "--steps", "0 2"], "STEPS must be all, or step numbers"),
     (["grade", "{tmp}/subs", "--out", "{tmp}/out", "--student-timeout", "-1"], "--student-timeout must be"),
     (["grade", "{tmp}/subs", "--out", "{tmp}/out", "--track", TRACK, "--only", "zed"], "--only zed: no such student"),
     (["grade", "{tmp}/empty", "--out", "{tmp}/out"], "no submissions in"),
