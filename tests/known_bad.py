@@ -636,8 +636,9 @@ VARIANTS += (
             r"cluster = T\.meta_var\(bx // CTA_GROUP\)", "cluster = T.meta_var((sm_count - 1 - bx) // CTA_GROUP)",
             "race", SIMULATED, todo="12.9", names=("locks[", "comes after", "lower indices"), shape=_FIXUP_SHAPE),
     # the wait's barrier left out: the writeback's other threads read the partial sums before the acquire (the
-    # static order check passes: the partial range's own barrier stands between the wait and the loads in the code)
+    # static order check passes: the partial range's own barrier stands between the wait and the loads in the code);
+    # the skeleton's TODO 12.12 names it as its trap
     Variant("blackwell-12-partials-read-before-the-barrier", "blackwell", 12,
             r"(locks\[lock_index\] = 0[^\n]*\n)\s+T\.cuda\.warpgroup_sync\(WB_BARRIER \+ wg_id\)\n", r"\1",
-            "race", SIMULATED, todo="12.12", names=("partials",), shape=_FIXUP_SHAPE),
+            "race", SIMULATED, todo="12.12", names=("partials",), trap=True, shape=_FIXUP_SHAPE),
 )
