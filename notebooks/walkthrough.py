@@ -198,8 +198,8 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
 
 
 def reference_track(step: int) -> str:
-    """The track whose reference solution of `step` the notebook shows: this one's, else the other's (step 12
-    is Hopper's only, for now: a Blackwell notebook shows Hopper's until STEPS["blackwell"] has it)."""
+    """The track whose reference solution of `step` the notebook shows: this one's, else the other's (for a step
+    one track does not have; since Blackwell's step 12, every step is on both)."""
     return TRACK if step in STEPS[TRACK] else OTHER_TRACK
 
 

@@ -250,6 +250,16 @@ extents, whatever the shape, and the hardware does the clipping. TIRx's `tma_aut
 shape and refuses some ragged ones. N and K must be multiples of 8 because a tensor map's row stride
 must be a multiple of 16 bytes (8 fp16); M may be anything from 1."""
 
+# how a plan deals the K iterations: the same on both tracks
+_DEAL = """\
+Data-parallel, split-K and stream-K are not three kernels but three outputs of this one plan
+(`Decomposition`): the first `sk_tiles` tiles (in the scheduler's order) have their
+`sk_tiles x k_tiles` iterations cut into `sk_units` contiguous ranges, one per cluster, the first
+`extra` ranges one iteration longer; the remaining tiles are dealt whole, round robin. `sk_tiles = 0`
+is data-parallel; ranges that fall on equal parts of each tile are split-K; anything else is
+stream-K (CUTLASS's sm90 rule: the last partial wave plus one full wave, ranges of at least 8 K
+tiles, `MIN_K_TILES_PER_UNIT`)."""
+
 _STEP_12_PLAN = """\
 The unit of work becomes **(cluster tile, range of K tiles)**, and the host decides per shape, before
 the kernel is built (`plan_decomposition`), how the K iterations of all tiles are dealt to the
@@ -259,13 +269,7 @@ tile width (256, 128 or 64 columns), each as whole tiles and as stream-K, and ke
 iteration of each width, plus `FIXUP_COST` for a cluster that shares a tile); stream-K must win by
 `STREAM_K_MARGIN` (15%), since at large K it costs more than the model counts.
 
-Data-parallel, split-K and stream-K are not three kernels but three outputs of this one plan
-(`Decomposition`): the first `sk_tiles` tiles (in the scheduler's order) have their
-`sk_tiles x k_tiles` iterations cut into `sk_units` contiguous ranges, one per cluster, the first
-`extra` ranges one iteration longer; the remaining tiles are dealt whole, round robin. `sk_tiles = 0`
-is data-parallel; ranges that fall on equal parts of each tile are split-K; anything else is
-stream-K (CUTLASS's sm90 rule: the last partial wave plus one full wave, ranges of at least 8 K
-tiles, `MIN_K_TILES_PER_UNIT`)."""
+""" + _DEAL
 
 _STEP_12_FIXUP = """\
 Clusters that share a tile add their partial sums through global memory, in a fixed order:
@@ -322,22 +326,97 @@ tile's final range then waits on a cluster with a higher index, which the checke
 = 1.0` in a copy of the solution and print the plans above again: which shapes switch to stream-K,
 and what did experiments/every_shape measure for them?"""
 
-# The track whose reference step 12 the Blackwell notebook shows until Blackwell has its own step 12: when it
-# does, give TEXT["blackwell"] its own "12*" texts (the keys stay the same) and drop this note.
-_BLACKWELL_STEP_12_NOTE = """\
-**Step 12 is written for the Hopper track only, for now** (a Blackwell twin is on its way). The host's
-plan and the fixup through global memory do not depend on the tensor-core instructions, so this notebook
-shows Hopper's reference on the Blackwell track: its plans (at the H100/H200's 132 SMs), its code and
-its fixup simulated on the CPU; what Blackwell would add (the accumulator read out of TMEM before its
-partial sum is stored, 148 SMs) has not been written.
-
-"""
-_OF_HOPPER = "*Hopper's step 12, read on the Blackwell track:* "
-
 _STEP_12 = {"12": _STEP_12_PLAN, "12-fixup": _STEP_12_FIXUP, "12-cost": _STEP_12_COST, "12-code": _STEP_12_CODE,
             "12-try": _STEP_12_TRY}
-_STEP_12_BLACKWELL = {topic: (_BLACKWELL_STEP_12_NOTE if topic == "12" else _OF_HOPPER) + text
-                      for topic, text in _STEP_12.items()}
+
+_BLACKWELL_STEP_12_PLAN = """\
+The unit of work becomes **(cluster tile, range of K tiles)**, and the host decides per shape, before
+the kernel is built (`plan_decomposition`), how the K iterations of all tiles are dealt to the
+persistent clusters. The cluster tile stays step 11's: a CTA pair whose two MMA threads each issue one
+`tcgen05.mma.cta_group::2` of 256x256 per K tile, **512x256** in all. Hopper's step 12 also weighs
+narrower tiles and lone CTAs; here `CLUSTER_SIZES` and `TILE_WIDTHS` hold one value each (the pair's
+MMA is 256 wide, and a lone CTA would give up `cta_group::2`), so the plan is **whole tiles or
+stream-K**, and the kernel asserts that a plan it is given keeps the pair tile. The host keeps the plan
+whose **busiest cluster** finishes first by a cost model (`ITERATION_COST` per K iteration, plus
+`FIXUP_COST` for a cluster that shares a tile); stream-K must win by `STREAM_K_MARGIN` (15%). The
+constants are Hopper's, measured on an H200, and **unmeasured on Blackwell**: with one tile width only
+their ratio counts, a fixup priced at about 27 K iterations.
+
+""" + _DEAL
+
+_BLACKWELL_STEP_12_FIXUP = """\
+Clusters that share a tile add their partial sums through global memory, in a fixed order. On Blackwell
+the accumulator is in TMEM, so the writeback warpgroups do the fixup, one 64-column chunk at a time:
+
+- **Workspace.** Each stream-K cluster leaves at most one partial sum (the start of its last tile):
+  `partials[cluster, rank, j]` for writeback warpgroup j of CTA `rank`, 256 fp32 columns of its 128
+  rows, stored `[column, thread]` so a warp's 32 stores of one register are 128 contiguous bytes: 512 KiB
+  per stream-K cluster, up to 37 MiB at 148 SMs. One int32 **lock** per (stream-K tile, CTA, writeback
+  warpgroup) counts the K tiles already in the workspace. The host allocates both once, zeroed.
+- **TMEM handed back before the fixup** (a first or middle range of a tile): the warpgroup reads its
+  accumulator out of TMEM in step 11's four chunks of 64 columns (`tcgen05.ld`) and, right after the last
+  chunk's read, arrives on CTA 0's `ld2mma` as step 11 does: the MMA thread may start the next unit in the
+  same TMEM columns while this one's partial sums are still being stored.
+- **Release**: every thread stores its chunks' registers, the warpgroup's named barrier, then one thread
+  does `__threadfence()` and `atomicAdd(lock, k_end - k_begin)`. The fence orders the whole warpgroup's
+  stores (ordered at CTA scope by the barrier) before the count, GPU-wide. Nothing is stored to D.
+- **Acquire** (the tile's final range, which ends at its last K tile): one thread spins with
+  `ld.acquire.gpu` until the lock equals `k_begin` (every earlier K tile is in), stores 0 into it, then the
+  named barrier lets the warpgroup go on. It spins **before** it waits on `mma2ld`, **while the final
+  range's own MMAs run**: its TMEM was handed back at the end of its previous unit, so the cluster's TMA
+  and MMA threads go on with the final range meanwhile, and only the cluster's next unit waits for the
+  spin (on `ld2mma`). Then each chunk, read out of TMEM, adds the partial sums of clusters `first_unit ..
+  cluster-1` **in that order** before step 11's writeback of the chunk. A fixed order means the same bits
+  on every run (on a GPU: not yet seen, never run), though not the bits of a data-parallel tile.
+- **Lock reset.** The waiter is the last one to touch its lock, so it sets it back to 0: the next launch
+  finds zeros without a memset.
+
+Why a cluster waits only on **lower-index** clusters: the ranges are contiguous and ascend with the
+cluster index, so a tile's earlier K tiles belong to lower clusters; and a cluster walks its range
+**backwards**, tile by tile, so every piece of its range before the last is a partial sum (or a whole
+tile) that waits on nobody, and only the last can be a final range. Cluster 0 never waits; a cluster waits
+only on lower clusters, and they have stored their partial sums before anything they do could wait. The
+grid is one CTA per SM, `sm_count // 2` pairs, one per TPC of a GPU whose TPCs are all whole (a B200's 148
+SMs are 74 TPCs), so every cluster waited on is running: no deadlock."""
+
+_BLACKWELL_STEP_12_COST = """\
+Nothing of Blackwell's step 12 has been timed: no Blackwell GPU has run this course's kernels. The table
+above is Hopper's kernel on an H200. Blackwell's cost model takes Hopper's constants for 256-wide tiles
+(`ITERATION_COST[256] = 2.6`, `FIXUP_COST[256] = 70`), a documented guess: a unit's fixup priced at about
+27 K iterations. On the H200 a stream-K unit's fixup cost about 4-7 us (the fp32 partial tile stored and
+read back through the L2, plus a drained pipeline between units); Blackwell's partial tile is larger (512
+KiB per cluster), while handing TMEM back before the stores keeps the MMA busy. How close 27 K iterations
+is to the truth is for a B200 to say.
+
+So the model keeps **whole tiles** where they fill the waves well enough (4096^3: 128 tiles on 74 clusters;
+2048^3: 32 tiles) and takes **stream-K** where whole tiles leave most clusters idle: 256 tokens through a
+4096-wide layer (16 tiles of 64 K tiles: their 1024 K iterations dealt to all 74 clusters, 13 or 14 each)
+and 1000 tokens (32 tiles). Hopper answered 256 tokens with narrower whole tiles (1.007x cuBLAS on the
+H200, against stream-K's 0.904x), which this kernel's pair MMA does not offer: whether stream-K makes up
+for it on Blackwell is unmeasured."""
+
+_BLACKWELL_STEP_12_CODE = """\
+Host code at module level: the `Decomposition` dataclass, `plan_decomposition` and `stream_k` (Hopper's,
+with one cluster size and one tile width), and `WorkUnits` (a cluster's walk: init, next, valid,
+first_unit). In the kernel: the plan's K tiles and an assert that it keeps the 512x256 pair tile, two more
+parameters (`partials`, `locks`), the unit loop in place of the tile loop (the TMA thread, both MMA threads
+and both writeback warpgroups of both CTAs walk the same units), the MMA's accumulate flag cleared at the
+unit's first K tile, and in the writeback: the lock wait before `mma2ld` for a tile's final range, the TMEM
+read into partial sums and the release for the other ranges, and the adds into each chunk before step 11's
+writeback."""
+
+_BLACKWELL_STEP_12_TRY = """\
+Number the clusters from the last CTA (`cluster = T.meta_var((sm_count - 1 - bx) // CTA_GROUP)`): a tile's
+final range then waits on a cluster with a higher index, which the checker reports
+(`blackwell-12-fixup-waits-on-a-later-cta` in tests/known_bad.py). Or take out the named barrier after the
+lock wait: the warpgroup's other threads then read the partial sums as soon as `mma2ld` lets them through,
+before the thread that waited has seen the count (`blackwell-12-partials-read-before-the-barrier`). Or, on
+the CPU, set `FIXUP_COST = {256: 35.0}` in a copy of the solution and print the plans above again: the
+constants are a guess on Blackwell, so which shapes would a cheaper fixup move to stream-K?"""
+
+_STEP_12_BLACKWELL = {"12": _BLACKWELL_STEP_12_PLAN, "12-fixup": _BLACKWELL_STEP_12_FIXUP,
+                      "12-cost": _BLACKWELL_STEP_12_COST, "12-code": _BLACKWELL_STEP_12_CODE,
+                      "12-try": _BLACKWELL_STEP_12_TRY}
 
 TEXT["hopper"].update({
     "11": """\
@@ -409,7 +488,7 @@ EMITTED: dict[str, dict[int, list[tuple[str, str, int]]]] = {
 
 def units(plan) -> list[tuple[int, int, int, int]]:
     """Step 12's units as (cluster, tile, k_begin, k_end), each cluster's in the order it walks them: its
-    stream-K range backwards, tile by tile, then its whole tiles (WorkUnits of solutions/hopper/step12_stream_k.py,
+    stream-K range backwards, tile by tile, then its whole tiles (WorkUnits of both tracks' step12_stream_k.py,
     in plain Python, for the notebook's figure). Tiles are numbered in the scheduler's order."""
     ipu, extra, k_tiles = plan.iterations_per_unit, plan.extra, plan.k_tiles
     walked = []

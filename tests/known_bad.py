@@ -626,18 +626,19 @@ VARIANTS += (
     Variant("blackwell-12-spin-on-a-plain-load", "blackwell", 12,
             r"T\.ptx\.ld\.acquire\.gpu\.global_\.b32\(seen\[0\], locks\.ptr_to\(\[lock_index\]\)\)",
             "seen[0] = locks[lock_index]",
-            "hang", features.FIXUP_ACQUIRE.name, todo="12.13", names=("ld.acquire",)),
+            "hang", features.FIXUP_ACQUIRE.name, todo="12.12", names=("ld.acquire",)),
     # the partial range stores its sums and never adds its count: the final range spins for ever
     Variant("blackwell-12-fixup-no-release", "blackwell", 12,
             r"\n\s+T\.evaluate\(T\.cuda\.atomic_add\(locks\.ptr_to\(\[lock_index\]\), work\.k_end - work\.k_begin\)\)",
-            "", "hang", SIMULATED, todo="12.12", names=("locks[", "a release that never came"), shape=_FIXUP_SHAPE),
+            "", "hang", SIMULATED, todo="12.13", names=("locks[", "a release that never came"), shape=_FIXUP_SHAPE),
     # clusters numbered from the last CTA: a tile's final range waits on CTAs with higher indices
     Variant("blackwell-12-fixup-waits-on-a-later-cta", "blackwell", 12,
             r"cluster = T\.meta_var\(bx // CTA_GROUP\)", "cluster = T.meta_var((sm_count - 1 - bx) // CTA_GROUP)",
             "race", SIMULATED, todo="12.9", names=("locks[", "comes after", "lower indices"), shape=_FIXUP_SHAPE),
     # the wait's barrier left out: the writeback's other threads read the partial sums before the acquire (the
-    # static order check passes: the partial range's own barrier stands between the wait and the loads in the code)
+    # static order check passes: the partial range's own barrier stands between the wait and the loads in the code);
+    # the skeleton's TODO 12.12 names it as its trap
     Variant("blackwell-12-partials-read-before-the-barrier", "blackwell", 12,
             r"(locks\[lock_index\] = 0[^\n]*\n)\s+T\.cuda\.warpgroup_sync\(WB_BARRIER \+ wg_id\)\n", r"\1",
-            "race", SIMULATED, todo="12.13", names=("partials",), shape=_FIXUP_SHAPE),
+            "race", SIMULATED, todo="12.12", names=("partials",), trap=True, shape=_FIXUP_SHAPE),
 )

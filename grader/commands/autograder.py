@@ -235,7 +235,7 @@ def prepare_course(work: Path, track: str, numbers: list[int], files: dict[int, 
     track_dir = work / "steps" / track
     for number, spec in STEPS[track].items():
         if number not in numbers:  # `--step all` grades the step files present
-            (track_dir / spec.file_name).unlink(missing_ok=True)  # steps past 10 have no skeleton yet
+            (track_dir / spec.file_name).unlink(missing_ok=True)  # not graded: the skeleton goes too
         elif number in files:
             (track_dir / spec.file_name).write_bytes(files[number].source)
     return work / "reports" / "grade.json"

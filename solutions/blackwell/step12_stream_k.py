@@ -411,11 +411,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                 s = T.meta_var(mma_state.stage)
                                 tma2mma.wait(s, mma_state.phase)
                                 T.ptx.tcgen05.fence__after_thread_sync()
-                                # >>> TODO 12.11: a K tile of a unit
+                                # >>> TODO 12.10: a K tile of a unit
                                 Tx.gemm_async(tmem[:, warp_id * MMA_N:(warp_id + 1) * MMA_N], Asmem[s, warp_id, :, :],
                                               Bsmem[s, :, :],
                                               accum=(k != work.k_begin), dispatch="tcgen05", cta_group=CTA_GROUP)
-                                # <<< TODO 12.11
+                                # <<< TODO 12.10
                                 mma2tma.arrive(s, cta_group=CTA_GROUP, cta_mask=3)  # both CTAs' stage s
                                 mma_state.advance()
                             mma2ld.arrive(warp_id, cta_group=CTA_GROUP, cta_mask=3)  # both CTAs' accumulators
@@ -427,13 +427,13 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             Dreg = T.alloc_local((EPI_N,), acc_type)
             Dreg_f16 = T.alloc_local((EPI_N,), d_type)
             Dreg_wg = Dreg.view(128, EPI_N, layout=TileLayout(S[(128, EPI_N) : (1@axis_tid_in_wg, 1)]))
-            # >>> TODO 12.10: this writeback's lock, and its thread's place in a partial sum
+            # >>> TODO 12.11: this writeback's lock, and its thread's place in a partial sum
             thread = T.meta_var(warp_id * 32 + lane_id)
             lock_index = T.meta_var((work.tile * CTA_GROUP + cbx) * NUM_CONSUMER + wg_id)
             seen = T.alloc_local((1,), "int32")
-            # <<< TODO 12.10
+            # <<< TODO 12.11
             while work.valid():
-                # >>> TODO 12.13: the final range: wait for the partial sums (while this unit's MMAs run)
+                # >>> TODO 12.12: the final range: wait for the partial sums (while this unit's MMAs run)
                 if work.k_end == K_TILES:
                     if work.k_begin > 0:
                         # ---- the tile's final split: wait for K tiles 0..k_begin ----
@@ -444,11 +444,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                     T.ptx.ld.acquire.gpu.global_.b32(seen[0], locks.ptr_to([lock_index]))
                                 locks[lock_index] = 0  # no one else touches it again: zero for the next launch
                         T.cuda.warpgroup_sync(WB_BARRIER + wg_id)
-                # <<< TODO 12.13
+                # <<< TODO 12.12
                 mma2ld.wait(wg_id, wb_state.phase)
                 wb_state.advance()
                 T.ptx.tcgen05.fence__after_thread_sync()
-                # >>> TODO 12.12: leave a partial sum for the tile's final range
+                # >>> TODO 12.13: leave a partial sum for the tile's final range
                 if work.k_end < K_TILES:
                     # ---- not the tile's last K tiles: TMEM --> registers --> partials, no store to D ----
                     for c in T.unroll(MMA_N // EPI_N):
@@ -467,7 +467,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             T.evaluate(T.cuda.atomic_add(locks.ptr_to([lock_index]), work.k_end - work.k_begin))
                     work.next(cluster)
                     continue
-                # <<< TODO 12.12
+                # <<< TODO 12.13
                 for c in T.unroll(MMA_N // EPI_N):
                     col = T.meta_var(wg_id * MMA_N + c * EPI_N)
                     Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, col:col + EPI_N])
