@@ -23,7 +23,7 @@ import pytest
 
 from conftest import REPO, TRACK_ARCH
 from grader.commands import hint
-from grader.core.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule, static_check_shape
 from grader.judge.grade import Config, grade_step
 from known_bad import VARIANTS
 from skeleton_measure import given_lines, leaked_lines
@@ -112,11 +112,17 @@ def _filled_skeleton(track: str, step: int) -> str:
     return _TODO_BLOCK.sub(paste, _paths(track, step)[1].read_text())
 
 
-# Blackwell's step 12 has one cluster tile (512x256): whole tiles and stream-K are all the paths of its code, so its
-# paste is graded where it takes each (the static-check shape: whole tiles; 257x264x4104: stream-K) instead of at
-# all seven ragged shapes and a drawn one (44 s on the CPU). Hopper's plan also changes the tile width and the cluster with the
-# shape, so its paste is graded at every shape.
-_PASTE_SHAPES = {("blackwell", 12): ((4093, 2056, 568), (257, 264, 4104))}
+# The paste is the reference's text: it is graded where its code takes each of its paths, not at every correctness
+# shape (that grading is the reference's own, in tests/test_protocol.py and on the GPU). Steps 1-11 take one path at
+# every shape: their static-check shape (step 11's is ragged in M, N and K). Step 12's plan changes with the shape:
+# on Blackwell whole tiles (the static-check shape) or stream-K (257x264x4104); on Hopper also the tile width and
+# the cluster: 128-wide pairs (static), 64-wide single CTAs in stream-K (257x264x4104), 64-wide pairs (1000^3).
+_PASTE_SHAPES = {("blackwell", 12): ((4093, 2056, 568), (257, 264, 4104)),
+                 ("hopper", 12): ((4093, 2056, 568), (257, 264, 4104), (1000, 1000, 1000))}
+
+
+def _paste_shapes(track: str, step: int) -> tuple[tuple[int, int, int], ...]:
+    return _PASTE_SHAPES.get((track, step), (static_check_shape(STEPS[track][step].correctness_shapes),))
 
 
 @pytest.mark.parametrize("track,step", _pairs())
@@ -140,11 +146,11 @@ def test_level_3_pasted_into_the_skeleton_passes_the_cpu_grade(track, step, tmp_
         shapes=None,
     )
     spec = STEPS[track][step]
-    if (track, step) in _PASTE_SHAPES:
-        assert set(_PASTE_SHAPES[track, step]) <= set(spec.correctness_shapes)
-        (m, n, k), _ = shapes = _PASTE_SHAPES[track, step]  # the first is also the shape drawn: built once
-        spec = dataclasses.replace(spec, correctness_shapes=shapes,
-                                   shapes=ShapeRule(spec.shapes.tile, fixed_m=m, fixed_n=n, fixed_k=k))
+    shapes = _paste_shapes(track, step)
+    assert set(shapes) <= set(spec.correctness_shapes)
+    (m, n, k) = shapes[0]  # also the shape drawn: built once
+    spec = dataclasses.replace(spec, correctness_shapes=shapes,
+                               shapes=ShapeRule(spec.shapes.tile, fixed_m=m, fixed_n=n, fixed_k=k))
     result = grade_step(config, spec)
     assert result.passed and result.build == "passed" and result.features == "passed", result.problems
 
