@@ -367,8 +367,8 @@ TMA_EVERY_OPERAND = _protocol(
 )
 EVERY_K_TILE_LOADED = _protocol(
     "every K tile of A and B loaded, once per output tile", lint.every_k_tile_loaded,
-    "each output tile needs K // 64 K tiles of A and of B: with stages, the prologue loads the first K tile of "
-    "every stage (PRE_NUM of them) and the ring refills stage s with K tile k + PIPE_DEPTH while that K tile exists; "
+    "each output tile needs ceil(K / 64) K tiles of A and of B (K // 64 where K is a multiple of 64): with stages, "
+    "the prologue loads the first K tile of every stage (PRE_NUM of them) and the ring refills stage s with K tile k + PIPE_DEPTH while that K tile exists; "
     "a K tile that is never loaded leaves its wait hanging",
 )
 CTA_WIDE_COPIES = _protocol(

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from grader.judge.grade import PROTOCOL_NOT_SIMULATED, Config, StepResult
-from grader.core.steps import format_shape
+from grader.core.steps import STEPS, format_shape
 
 _COLUMNS = ("step", "build", "features", "correctness", "speed", "TFLOP/s", "% cuBLAS", "vs ref")
 
@@ -44,7 +44,7 @@ def print_report(config: Config, results: list[StepResult]) -> None:
             print(f"\nstep {result.step}: note: {note}")
     if config.gpu_name is None:
         print("\nno GPU that runs this arch is present: correctness here is the barrier protocol simulated on "
-              "the CPU (steps 4-10); the numerical result and the speed were not measured.")
+              f"the CPU (steps 4-{max(STEPS[config.track])}); the numerical result and the speed were not measured.")
         for result in results:
             if result.passed:
                 print(f"step {result.step}: build and static checks passed; {cpu_blind_spots(result)}")

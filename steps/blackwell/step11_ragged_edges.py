@@ -122,7 +122,7 @@ def hgemm_v11(M, N, K, sm_count):
                             #   all cta_group=2 on CTA 0's barrier), for boxes that may reach past M, N or K.
                             #   The TMA engine reads what is inside the matrix and fills the rest with zeros,
                             #   given a tensor map that knows the matrix's true extents. CTA 0's byte count
-                            #   does not change. API: Tx.copy_async's dispatch.
+                            #   does not change. API: Tx.copy_async's dispatch (docs/tirx-facts.md).
                             todo("11.3 loads that may hang over the matrix")
                             tma_state.advance()
                         tile_scheduler.next_tile()

@@ -111,7 +111,8 @@ def hgemm_v11(M, N, K, sm_count):
                             #   Step 10's two TMA loads (A into this CTA's stage, this CTA's half of B multicast
                             #   into both), for a box that may reach past M, N or K. The TMA engine reads what is
                             #   inside the matrix and fills the rest with zeros, given a tensor map that knows the
-                            #   matrix's true extents. tma2mma keeps its byte count. API: Tx.copy_async's dispatch.
+                            #   matrix's true extents. tma2mma keeps its byte count.
+                            #   API: Tx.copy_async's dispatch (docs/tirx-facts.md).
                             todo("11.3 loads that may hang over the matrix")
                             produce.advance()
                         tile_scheduler.next_tile()
