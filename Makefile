@@ -32,7 +32,7 @@ help:
 	@echo "make grade STEP=5 [IMPL=steps|solutions] [TRACK=auto|blackwell|hopper] [ARCH=auto|sm_100a|sm_103a|sm_90a] [SHAPES='256x384x192']"
 	@echo "make hint STEP=5 [TODO=k] [LEVEL=1|2|3] [TRACK=...]  help for a TODO: 1 idea, 2 API calls, 3 reference lines;"
 	@echo "                                             no TODO: list the step's TODOs (TRACK=auto: the GPU's, else blackwell)"
-	@echo "make inspect STEP=5 [IMPL=...] [TRACK=...]   generated CUDA + the features found in it (no GPU needed)"
+	@echo "make inspect STEP=5 [IMPL=...] [TRACK=...] [SHAPES=MxNxK]  generated CUDA + the features found in it (no GPU needed)"
 	@echo "make debug STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  which warp waits on which barrier when a step hangs (GPU; without one: the barrier map)"
 	@echo "make timeline STEP=8 [IMPL=...] [SHAPES=...] [TIMELINE_OUT=reports/timeline]  measured producer/consumer timeline of CTA 0: .json, .png (Hopper GPU; without one: what it would record)"
 	@echo "make check STEP=5 [IMPL=...] [TRACK=...] [SHAPES=...]  run the step's barrier protocol on the CPU: deadlocks, stage races (no GPU needed)"
@@ -84,7 +84,8 @@ hint: $(ENV_READY)
 	@$(PYTHON) -m grader.commands.hint --step $(call quote,$(STEP)) --track $(call quote,$(TRACK)) --level $(call quote,$(LEVEL)) $(if $(TODO),--todo $(call quote,$(TODO)))
 
 inspect: $(ENV_READY)
-	$(PYTHON) -m grader.commands.inspect_step --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH))
+	$(PYTHON) -m grader.commands.inspect_step --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) \
+	    $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))
 
 debug: $(ENV_READY)
 	$(PYTHON) -m grader.commands.debug --step $(call quote,$(STEP)) --impl $(call quote,$(IMPL)) --track $(call quote,$(TRACK)) --arch $(call quote,$(ARCH)) $(if $(SHAPES),--shape $(call quote,$(firstword $(SHAPES))))

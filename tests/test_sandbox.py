@@ -293,6 +293,8 @@ def test_the_gpu_child_sees_only_its_own_gpu(tmp_path):
     ("grader.commands.debug", ["--step", "4", "--seed", "word"]),
     ("grader.commands.run_kernel", ["--step", "1", "--seed", "word"]),
     ("grader.commands.inspect_step", ["--step", "1", "--no-such-option"]),
+    ("grader.commands.inspect_step", ["--step", "11", "--track", "hopper", "--shape", "7x264x70"]),  # K % 8 != 0
+    ("grader.commands.inspect_step", ["--step", "11", "--track", "hopper", "--shape", "7by264"]),
     ("grader.commands.calibrate", ["--margin", "half"]),
     ("grader.commands.timeline", ["--step", "8", "--seed", "word"]),
     ("grader", ["--timeout", "long"]),

@@ -16,7 +16,7 @@ from grader.analysis import features
 from grader.core import build, sandbox
 from grader.core.build import REPO_ROOT
 from grader.core.steps import DEFAULT_SM_COUNT, format_shape, static_check_shape
-from grader.judge.cli import UsageError, resolve_arch_and_track, select_steps
+from grader.judge.cli import UsageError, one_run_shape, resolve_arch_and_track, select_steps
 from grader.runs.build_child import build_isolated
 
 # Instruction families worth counting in the SASS, so a reader sees what the hardware will execute.
@@ -29,18 +29,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--impl", default="steps", choices=("steps", "solutions"))
     parser.add_argument("--track", default="auto")
     parser.add_argument("--arch", default="auto")
+    parser.add_argument("--shape", help="MxNxK to build at (default: the shape the CPU grade checks)")
     parser.add_argument("--source", action="store_true", help="print only the CUDA source")
     args = parser.parse_args(argv)
     try:
         if args.step == "all":
-            raise UsageError("inspect shows one step at a time: give STEP=1..10")
+            raise UsageError("inspect shows one step at a time: give STEP=N")
         arch, track = resolve_arch_and_track(args.arch, args.track, None, None)
         (spec,) = select_steps(args.step, track, REPO_ROOT / args.impl / track)
+        shape = one_run_shape(spec, args.shape) if args.shape else static_check_shape(spec.correctness_shapes)
     except UsageError as err:
         print(f"inspect: {err}", file=sys.stderr)
         return 2
 
-    shape = static_check_shape(spec.correctness_shapes)
     sm_count = DEFAULT_SM_COUNT[arch]
     watch = sandbox.Watch(sandbox.Toolchain.resolve())
     try:
