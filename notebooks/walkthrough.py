@@ -166,9 +166,6 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
         return
     if not needs_solutions(step):
         return
-    if step not in STEPS[TRACK]:
-        print(f"skipped: step {step} has no {TRACK} version yet (its reference is {OTHER_TRACK}'s only)")
-        return
     spec = STEPS[TRACK][step]
     factory = build.kernel_factory(SOLUTIONS, TRACK, spec)
 
@@ -197,19 +194,12 @@ def run_on_gpu(step: int, check_shape, timing_shape=(4096, 4096, 4096), seed: in
           f"{tflops(timing_shape, ms['cublas']):.0f} TFLOP/s; share of cuBLAS {ms['cublas'] / ms['kernel']:.0%}")
 
 
-def reference_track(step: int) -> str:
-    """The track whose reference solution of `step` the notebook shows: this one's, else the other's (for a step
-    one track does not have; since Blackwell's step 12, every step is on both)."""
-    return TRACK if step in STEPS[TRACK] else OTHER_TRACK
-
-
-def solution_names(step: int, track: str | None = None) -> dict | None:
+def solution_names(step: int) -> dict | None:
     """The module-level names of a step's reference solution (its host-side functions, constants), or None with
     one line without it."""
-    track = track or reference_track(step)
-    if not needs_solutions(step, track=track):
+    if not needs_solutions(step):
         return None
-    return build.kernel_factory(SOLUTIONS, track, STEPS[track][step]).__globals__
+    return build.kernel_factory(SOLUTIONS, TRACK, STEPS[TRACK][step]).__globals__
 
 
 def check_protocol(factory, shape, sm_count: int, **kwargs) -> bool:
@@ -225,4 +215,4 @@ def check_protocol(factory, shape, sm_count: int, **kwargs) -> bool:
 __all__ = ["REPO", "build", "diagnosis", "features", "timing", "TRACK", "OTHER_TRACK", "ARCH", "GPU_ARCH",
            "SM_COUNT", "describe", "explain", "solution_file", "needs_solutions", "show_diff", "show_docstring",
            "build_step", "show_emitted", "sass_counts", "pipe_depth", "drawn_protocol", "run_on_gpu", "grep", "STEPS",
-           "reference_track", "solution_names", "check_protocol", "SOLUTIONS"]
+           "solution_names", "check_protocol", "SOLUTIONS"]

@@ -216,12 +216,11 @@ CHECKS["blackwell"].update(
         7: _WARP_SPECIALIZED + [FOUR_STAGES, THREADS_256],
         8: _WARP_SPECIALIZED + [FULL_RING, THREADS_256],
         9: _WARP_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, PAIR_MMA],
-        10: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
-        11: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
-        # step 12 keeps step 11's cluster tile: only the K ranges of the units change
-        12: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS],
     }
 )
+# steps 11 and 12 keep step 10's cluster tile: 11 changes the edges, 12 only the K ranges of the units
+CHECKS["blackwell"].update({step: _WARP_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, PAIR_MMA, TWO_MMA_ISSUERS]
+                            for step in (10, 11, 12)})
 
 
 # ---- Hopper steps 7-10: producer/consumer warpgroups, setmaxnreg, deeper pipeline, multicast, two consumers ----
@@ -269,8 +268,8 @@ CHECKS["hopper"].update(
         7: [WGMMA] + _HOPPER_SPECIALIZED + [FOUR_STAGES, THREADS_256],
         8: [WGMMA] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_256],
         9: [WGMMA] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, MULTICAST_TMA],
-        10: [WGMMA_256] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS],
-        11: [WGMMA_256] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS],
+        **{step: [WGMMA_256] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS]
+           for step in (10, 11)},  # step 11 changes only the edges
         # step 12 picks per shape the tile width (its wgmma is m64n64, m64n128 or m64n256) and whether CTAs pair
         12: [WGMMA_PER_SHAPE] + _HOPPER_SPECIALIZED + [THREADS_384, TWO_CONSUMERS],
     }
@@ -368,8 +367,8 @@ TMA_EVERY_OPERAND = _protocol(
 EVERY_K_TILE_LOADED = _protocol(
     "every K tile of A and B loaded, once per output tile", lint.every_k_tile_loaded,
     "each output tile needs ceil(K / 64) K tiles of A and of B (K // 64 where K is a multiple of 64): with stages, "
-    "the prologue loads the first K tile of every stage (PRE_NUM of them) and the ring refills stage s with K tile k + PIPE_DEPTH while that K tile exists; "
-    "a K tile that is never loaded leaves its wait hanging",
+    "the prologue loads the first K tile of every stage (PRE_NUM of them) and the ring refills stage s with K tile "
+    "k + PIPE_DEPTH while that K tile exists; a K tile that is never loaded leaves its wait hanging",
 )
 CTA_WIDE_COPIES = _protocol(
     "each thread copies its share of a tile, not all of it", lint.cta_wide_copies,
@@ -427,7 +426,7 @@ TWO_COMMITTERS_ELECTED = _protocol(
 )
 
 
-# step 12's fixup through global memory (Hopper): the order of the code around the lock
+# step 12's fixup through global memory (both tracks): the order of the code around the lock
 FIXUP_RELEASE = _protocol(
     "the lock's count is released after the partial sums", lint.fixup_count_released,
     "every thread stores its partial sum, the consumer's named barrier (T.cuda.warpgroup_sync), then one thread: "

@@ -155,14 +155,10 @@ STEPS: dict[str, dict[int, StepSpec]] = {
 }
 # Beyond the ten steps: any shape (both tracks), then a decomposition of the work that fills the GPU at
 # every shape (both tracks).
-STEPS["blackwell"][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
-                                  takes_sm_count=True)
-STEPS["hopper"][11] = StepSpec(11, "ragged_edges", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
-                               takes_sm_count=True)
-STEPS["blackwell"][12] = StepSpec(12, "stream_k", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
-                                  takes_sm_count=True)
-STEPS["hopper"][12] = StepSpec(12, "stream_k", RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
-                               takes_sm_count=True)
+for _track_steps in STEPS.values():
+    _track_steps.update({number: StepSpec(number, topic, RAGGED_RULE, _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING,
+                                          takes_sm_count=True)
+                         for number, topic in ((11, "ragged_edges"), (12, "stream_k"))})
 
 # Pass rule without a reference solution to compare with: the step's speed must reach this share
 # of cuBLAS (same run, same inputs) at every timing shape. Steps 1-3 are slow by design (one CTA,

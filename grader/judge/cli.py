@@ -119,7 +119,7 @@ REPORTS = "reports"  # the one folder of the course that takes reports
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = _Parser(prog="python -m grader", description="Grade the GEMM course's steps.")
-    parser.add_argument("--step", default="all", help="a step of the track (1..12 on Hopper) or all (default: all)")
+    parser.add_argument("--step", default="all", help="1..12 or all (default: all)")
     parser.add_argument("--impl", default="steps", help="steps (yours, default) or solutions (the reference)")
     parser.add_argument("--track", default="auto", help="blackwell or hopper (default: the GPU's, else blackwell)")
     parser.add_argument("--arch", default="auto", help="auto, sm_100a, sm_103a or sm_90a")
