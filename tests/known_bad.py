@@ -497,8 +497,24 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("blackwell-9-tma2mma-armed-with-one-ctas-bytes", "blackwell", 9,
             r"tma2mma\.arrive\(s, TILE_BYTES \* CTA_GROUP\)", "tma2mma.arrive(s, TILE_BYTES)",
             "wrong", SIMULATED, todo="9.7", names=("tma2mma", "expect_tx"), trap=True),
-    # beyond step 10 (no skeletons yet, so no TODO): a ragged step's partner CTA must keep its own rows even
-    # where they lie past the matrix (caught where the first cluster's tiles are simulated)
+    # Hopper step 11, one per TODO of its skeleton, as Blackwell's below
+    Variant("hopper-11-k-tiles-rounded-down", "hopper", 11,
+            r"K_TILES = -\(-K // BLK_K\)", "K_TILES = K // BLK_K",
+            "wrong", features.K_COVERED.name, todo="11.1", names=("every K tile",)),
+    # the cluster tile count rounded down: at 1000 rows, the last 232 are never computed (the whole grid's stores,
+    # simulated, leave them out)
+    Variant("hopper-11-tiles-rounded-down", "hopper", 11,
+            r"num_m_tiles=-\(-M // \(CLUSTER \* BLK_M\)\)", "num_m_tiles=M // (CLUSTER * BLK_M)",
+            "wrong", SIMULATED, todo="11.2", names=("no CTA of the grid stores D[768:1000", "ceil(M"),
+            shape=(1000, 1000, 1000)),
+    Variant("hopper-11-loads-by-tma-auto", "hopper", 11,
+            r'dispatch="tma_explicit", mbar=', 'dispatch="tma_auto", mbar=',
+            "build", BUILD, todo="11.3", names=("tma_explicit",), shape=(1, 8, 8)),
+    Variant("hopper-11-stores-by-tma-auto", "hopper", 11,
+            r'(Dsmem\[consumer, :, part \* 64:\(part \+ 1\) \* 64\], )dispatch="tma_explicit"', r'\1dispatch="tma_auto"',
+            "build", BUILD, todo="11.4", names=("tma_explicit",), shape=(1, 8, 8)),
+    # outside the TODOs (step 10's code, kept): a ragged step's partner CTA must keep its own rows even where they
+    # lie past the matrix (caught where the first cluster's tiles are simulated)
     Variant("hopper-11-partner-on-the-same-rows", "hopper", 11,
             r"\+ rank \* BLK_M\)", ")",
             "wrong", SIMULATED, names=("same part",)),
@@ -547,44 +563,26 @@ VARIANTS: tuple[Variant, ...] = (
             "hang", features.LOCKS_RESET.name, todo="12.13", names=("lock", "back at 0")),
 )
 
-# Mistakes of step 12 that no CPU check catches: each builds and passes the CPU grade (also at a stream-K shape,
-# where the protocol checker simulates the fixup), so it is not in VARIANTS: the mistake is in the values computed.
+# Mistakes of step 12 that no CPU check catches: each builds and passes the CPU grade at every correctness shape
+# (the protocol checker simulates the whole grid there, the fixup too), so it is not in VARIANTS: the mistake is in
+# the values computed.
 # tests/test_known_bad_gpu.py runs them on a Hopper GPU.
 GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # the model forgets what sharing a tile costs: stream-K where whole tiles are faster (2048^3: 0.84x against 0.98x)
     Variant("hopper-12-cost-without-the-fixup", "hopper", 12,
             r"fixup = FIXUP_COST\[self\.tile_n\] if self\.sk_units else 0\.0", "fixup = 0.0",
             "slow", GPU_ONLY, todo="12.1", names=("FIXUP_COST",)),
-    Variant("hopper-12-tiles-rounded-down", "hopper", 12,
-            r"tiles = -\(-M // \(BLK_M \* cluster\)\) \* -\(-N // tile_n\)",
-            "tiles = max(M // (BLK_M * cluster) * (N // tile_n), 1)",
-            "wrong", GPU_ONLY, todo="12.2", names=("tiles",)),
     # ranges of fewer K tiles than clusters: some of them empty
     Variant("hopper-12-ranges-without-a-floor", "hopper", 12,
             r"sk_units = min\(clusters, sk_tiles \* k_tiles // MIN_K_TILES_PER_UNIT\)", "sk_units = clusters",
             "wrong", GPU_ONLY, todo="12.3", names=("range",)),
-    # every piece of a range starts at its tile's first K tile: K tiles computed twice, the final piece never waits
-    Variant("hopper-12-piece-from-the-tile-start", "hopper", 12,
-            r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
-            "self.k_begin = 0",
-            "wrong", GPU_ONLY, todo="12.4", names=("k_begin",)),
-    Variant("hopper-12-whole-tiles-one-apart", "hopper", 12,
-            r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
-            "wrong", GPU_ONLY, todo="12.5", names=("tile",)),
     Variant("hopper-12-first-unit-one-late", "hopper", 12,
             r"(return T\.Select\(first < EXTRA \* \(IPU \+ 1\)[^\n]*)", r"\1 + 1",
             "wrong", GPU_ONLY, todo="12.6", names=("first_unit",)),
-    # the kernel keeps step 11's pair where the plan chose one CTA: the plan's clusters and the grid's disagree
-    Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
-            r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
-            "wrong", GPU_ONLY, todo="12.7", names=("CLUSTER",)),
     # one partial slot: every stream-K cluster stores over the same sums
     Variant("hopper-12-one-partial-slot", "hopper", 12,
             r"PARTIALS = \(max\(plan\.sk_units, 1\),", "PARTIALS = (1,",
             "fault", GPU_ONLY, todo="12.8", names=("partials",)),
-    Variant("hopper-12-cluster-index-of-the-cta", "hopper", 12,
-            r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var(bx)",
-            "wrong", GPU_ONLY, todo="12.9", names=("cluster",)),
     # a piece that begins mid-tile adds the previous unit's accumulator
     Variant("hopper-12-accumulate-from-the-tile-start", "hopper", 12,
             r"\(k - work\.k_begin\) \* \(BLK_K // MMA_K\) \+ kk != 0", "k * (BLK_K // MMA_K) + kk != 0",
@@ -617,6 +615,34 @@ VARIANTS += (
             "hang", SIMULATED, todo="12.13", names=("lock", "never"), shape=_FIXUP_SHAPE),
 )
 
+# Step 12's mistakes in which work goes where, seen over the whole grid that the protocol checker runs for a step that
+# takes any shape: the output's coverage by the TMA stores, a box stored by two clusters, the locks at the end
+_ONE_WAVE_SHAPE = (7, 264, 72)  # a few whole tiles, a small grid: the cheapest shape these show at
+VARIANTS += (
+    Variant("hopper-12-tiles-rounded-down", "hopper", 12,
+            r"tiles = -\(-M // \(BLK_M \* cluster\)\) \* -\(-N // tile_n\)",
+            "tiles = max(M // (BLK_M * cluster) * (N // tile_n), 1)",
+            "wrong", SIMULATED, todo="12.2", names=("no CTA of the grid stores D[0:7, 64:264]", "ceil(M"),
+            shape=_ONE_WAVE_SHAPE),
+    # every piece of a range starts at its tile's first K tile: K tiles computed twice, and the counts in the lock
+    # overshoot what the final piece waits for
+    Variant("hopper-12-piece-from-the-tile-start", "hopper", 12,
+            r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
+            "self.k_begin = 0",
+            "wrong", SIMULATED, todo="12.4", names=("locks[0] ends the launch",), shape=_FIXUP_SHAPE),
+    Variant("hopper-12-whole-tiles-one-apart", "hopper", 12,
+            r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
+            "wrong", SIMULATED, todo="12.5", names=("stores too", "two clusters compute the same tile"),
+            shape=_ONE_WAVE_SHAPE),
+    # the kernel keeps step 11's pair where the plan chose one CTA: the plan's clusters and the grid's disagree
+    Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
+            r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
+            "wrong", SIMULATED, todo="12.7", names=("locks[", "ends the launch"), shape=_FIXUP_SHAPE),
+    Variant("hopper-12-cluster-index-of-the-cta", "hopper", 12,
+            r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var(bx)",
+            "wrong", SIMULATED, todo="12.9", names=("tma2mma",), shape=(1, 8, 8)),
+)
+
 # ---- Blackwell step 12: the same fixup, its partial sums read out of TMEM by the writeback warpgroups ----
 # The order around the lock, read off the CUDA at the static-check shape (whole tiles, the fixup's code is there):
 # Hopper 12's spin in the Blackwell kernel's names (the release's order and the reset, FIXUP_RELEASE and LOCKS_RESET,
@@ -641,4 +667,18 @@ VARIANTS += (
     Variant("blackwell-12-partials-read-before-the-barrier", "blackwell", 12,
             r"(locks\[lock_index\] = 0[^\n]*\n)\s+T\.cuda\.warpgroup_sync\(WB_BARRIER \+ wg_id\)\n", r"\1",
             "race", SIMULATED, todo="12.12", names=("partials",), trap=True, shape=_FIXUP_SHAPE),
+    # which work goes where, over the whole grid, as Hopper's
+    Variant("blackwell-12-tiles-rounded-down", "blackwell", 12,
+            r"tiles = -\(-M // \(CTA_ROWS \* cluster\)\) \* -\(-N // tile_n\)",
+            "tiles = max(M // (CTA_ROWS * cluster) * (N // tile_n), 1)",
+            "wrong", SIMULATED, todo="12.2", names=("no CTA of the grid stores D[0:7, 256:264]", "ceil(M"),
+            shape=_ONE_WAVE_SHAPE),
+    Variant("blackwell-12-piece-from-the-tile-start", "blackwell", 12,
+            r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
+            "self.k_begin = 0",
+            "wrong", SIMULATED, todo="12.4", names=("locks[0] ends the launch",), shape=_FIXUP_SHAPE),
+    Variant("blackwell-12-whole-tiles-one-apart", "blackwell", 12,
+            r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
+            "wrong", SIMULATED, todo="12.5", names=("stores too", "two clusters compute the same tile"),
+            shape=_ONE_WAVE_SHAPE),
 )

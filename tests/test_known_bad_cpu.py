@@ -70,10 +70,14 @@ def _todos(track: str, step: int) -> set[str]:
     return set(re.findall(r"# TODO (\d+\.\d+):", skeleton))
 
 
-# and Blackwell step 11 (Hopper step 11's variants were written before its skeleton and name no TODO)
-@pytest.mark.parametrize("track,step", [(t, s) for t in TRACK_ARCH for s in range(4, 11)] + [("blackwell", 11)])
-def test_every_todo_of_steps_4_to_10_has_a_known_bad_variant_that_names_its_cause(track, step):
-    variants = [v for v in VARIANTS if v.track == track and v.step == step]
+# Mistakes in the code a step keeps from the step before (outside its TODOs): known-bad, but no TODO of this step's
+OUTSIDE_THE_TODOS = {"hopper-11-partner-on-the-same-rows", "hopper-11-cluster-rows-doubled"}
+
+
+# and step 11 (step 12: the test below, with the mistakes only a GPU sees)
+@pytest.mark.parametrize("track,step", [(t, s) for t in TRACK_ARCH for s in range(4, 12)])
+def test_every_todo_of_steps_4_to_11_has_a_known_bad_variant_that_names_its_cause(track, step):
+    variants = [v for v in VARIANTS if v.track == track and v.step == step and v.name not in OUTSIDE_THE_TODOS]
     todos = _todos(track, step)
     assert all(v.todo in todos for v in variants), [v.name for v in variants if v.todo not in todos]
     assert all(v.names for v in variants), [v.name for v in variants if not v.names]

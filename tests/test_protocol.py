@@ -310,3 +310,18 @@ def test_a_cpu_grade_reports_the_hang_the_checker_predicts(tmp_path, track):
 def test_a_cpu_grade_of_a_reference_solution_finds_no_protocol_problem():
     result = _cpu_grade(REPO / "solutions", "hopper", 8)
     assert result.correctness == "skipped" and result.passed, result.problems
+
+
+# ---- the whole grid's stores cover the output (steps that take any shape) ----
+
+def test_the_uncovered_part_of_a_matrix_is_the_span_no_box_reaches():
+    """Boxes are clipped to the matrix (a TMA store clips what hangs over); what is left is named by its rows and
+    columns; boxes that cover the matrix, overhanging or not, leave nothing."""
+    tiles = [((m, n), (256, 256)) for m in range(0, 1000, 256) for n in range(0, 1000, 256)]
+    assert protocol._uncovered((1000, 1000), tiles) is None
+    rounded_down = [((m, n), (256, 256)) for m in range(0, 768, 256) for n in range(0, 1000, 256)]
+    assert protocol._uncovered((1000, 1000), rounded_down) == ((768, 1000), (0, 1000))
+    one_missing = [box for box in tiles if box[0] != (256, 512)]
+    assert protocol._uncovered((1000, 1000), one_missing) == ((256, 512), (512, 768))
+    assert protocol._uncovered((7, 264), []) == ((0, 7), (0, 264))
+    assert protocol._uncovered((7, 264), [((-64, 0), (64, 264))]) == ((0, 7), (0, 264))  # wholly outside: nothing

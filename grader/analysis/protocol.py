@@ -60,6 +60,10 @@ starts CTAs in order as SMs free up): a CTA that spins on a lock that only a lat
 there, as is a spin that nothing serves (a missing release), a release before its partial sums are fenced,
 a load of a partial sum that no acquire ordered, and a lock left non-zero at the end (the kernel does not
 zero its locks per launch). The per-cluster schedules above then start from the other CTAs' adds.
+A kernel of a step that takes any shape runs as a whole grid too, fixup or not: there the tile counts are the
+step's own arithmetic, and only the whole grid shows whether its TMA stores cover the output (counts rounded
+down leave the last rows or columns unwritten) and whether two clusters store the same box (a tile loop with
+the wrong stride).
 The schedules are deterministic, so a finding comes with the schedule that shows it.
 """
 
@@ -130,6 +134,9 @@ class Kernel:
     ragged: bool = False
     # it synchronises CTAs through global memory (a stream-K fixup's locks): the whole grid is simulated
     fixup: bool = False
+    # the global matrices it stores to by TMA, by name, with their extents; a name is left out where a store's
+    # box is not integer control state (then which part of the matrix it writes is not known here)
+    tma_stored: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 _SCOPES = {("kernel", "cta"): "CTA", ("cluster", "cta"): "RANK", ("cta", "warpgroup"): "WG",
@@ -201,6 +208,8 @@ class _Compiler:
         self.track_global = True
         self.spin: tuple[str, str, list] | None = None  # the while loop being compiled: id, condition, its operands
         self.spins: set[str] = set()  # the while loops that load a lock themselves (not in an inner loop): spins
+        self.tma_stored: dict[str, tuple[int, ...]] = {}  # global matrix -> extents, of the TMA stores followed
+        self.tma_store_untracked: set[str] = set()  # global matrices with a TMA store whose box is not followed
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -327,7 +336,11 @@ class _Compiler:
             box = [self.expr(r.extent)[0] for r in region.region]
             shape = [str(_int(x)) for x in buffer.shape]
         except (_Data, TypeError, ValueError):
+            if store:
+                self.tma_store_untracked.add(buffer.name)
             return
+        if store:
+            self.tma_stored[buffer.name] = tuple(int(x) for x in shape)
         self.emit(depth, f"rt.tma_box(a, {buffer.name!r}, ({', '.join(corner)},), ({', '.join(box)},), "
                          f"({', '.join(shape)},), {store})")
 
@@ -753,8 +766,11 @@ def compile_kernel(prim_func, labels: dict[str, str] | None = None) -> Kernel:
     per_wg = scopes.get("WW", [1])[0]
     warps = scopes["WG"][0] * per_wg if "WG" in scopes else scopes.get("W", [1])[0]
     shared = {b.name: b for b in compiler.shared.values()}
+    tma_stored = {name: extents for name, extents in compiler.tma_stored.items()
+                  if name not in compiler.tma_store_untracked}
     return Kernel(source, namespace["warp"], tuple(scopes.get("CTA", [1])), scopes.get("RANK", [1])[0],
-                  warps, per_wg if "WG" in scopes else warps, shared, fixup=compiler.global_sync)
+                  warps, per_wg if "WG" in scopes else warps, shared, fixup=compiler.global_sync,
+                  tma_stored=tma_stored)
 
 
 # ---- the machine ---------------------------------------------------------------------------------
@@ -1710,7 +1726,60 @@ def run_grid(kernel: Kernel) -> tuple[ScheduleResult, GlobalMemory]:
         findings.setdefault(key, finding)
     if not running and not any(f.kind == "loop" for f in findings.values()):
         _locks_left_set(memory, findings)
+        _stored_once_and_everywhere(kernel, machines, findings)
     return ScheduleResult(GRID_SCHEDULE, list(findings.values()), ops), memory
+
+
+def _stored_once_and_everywhere(kernel: Kernel, machines: list[Machine], findings: dict) -> None:
+    """Over the whole grid, the TMA stores of each output matrix cover it, and no two clusters store the same box:
+    what one cluster's schedules cannot see (tile counts rounded down leave the last rows or columns unwritten; a
+    tile loop with the wrong stride gives a tile to two clusters and none to another)."""
+    first_store: dict[tuple, tuple[Machine, str]] = {}
+    for machine in machines:
+        for region, (_, who) in machine.stored.items():
+            first, first_who = first_store.setdefault(region, (machine, who))
+            if first is not machine:
+                name, corner, box = region
+                spans = ", ".join(f"{c}:{c + b}" for c, b in zip(corner, box))
+                findings.setdefault(("tile", name, "twice"), Finding("tile", (name, "twice"), (
+                    f"{who}: TMA store to {name}[{spans}], a box that {first_who} stores too: two clusters compute "
+                    "the same tile, so some other tile is computed by none; each cluster's tiles are its own (the "
+                    "persistent loop steps by the number of clusters, from its own cluster's index)",)))
+    for name, extents in kernel.tma_stored.items():
+        boxes = [(corner, box) for (matrix, corner, box) in first_store if matrix == name]
+        missing = _uncovered(extents, boxes)
+        if missing is None:
+            continue
+        (r0, r1), (c0, c1) = missing
+        findings.setdefault(("tile", name, "uncovered"), Finding("tile", (name, "uncovered"), (
+            f"no CTA of the grid stores {name}[{r0}:{r1}, {c0}:{c1}] ({name} is {extents[0]} x {extents[1]}; "
+            f"the part never written lies within those rows and columns): the tile counts leave the matrix's last "
+            "rows or columns out, or the tile loop skips tiles. A ragged matrix is covered by ceil(M / rows) x "
+            "ceil(N / columns) tiles (-(-M // rows) in Python); the tiles at its edges are stored too, and the TMA "
+            "store clips what hangs over",)))
+
+
+def _uncovered(extents: tuple[int, ...], boxes) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The rows and columns spanned by the parts of a 2-D matrix that no box covers (boxes clipped to it), or
+    None when the boxes cover it. Exact on the grid of the boxes' own edges."""
+    if len(extents) != 2:
+        return None
+    rows, cols = extents
+    clipped = [(max(c[0], 0), min(c[0] + b[0], rows), max(c[1], 0), min(c[1] + b[1], cols)) for c, b in boxes]
+    clipped = [box for box in clipped if box[0] < box[1] and box[2] < box[3]]
+    row_edges = sorted({0, rows, *(e for box in clipped for e in box[:2])})
+    col_edges = sorted({0, cols, *(e for box in clipped for e in box[2:])})
+    row_at = {edge: i for i, edge in enumerate(row_edges)}
+    col_at = {edge: i for i, edge in enumerate(col_edges)}
+    covered = [[False] * (len(col_edges) - 1) for _ in range(len(row_edges) - 1)]
+    for r0, r1, c0, c1 in clipped:
+        for i in range(row_at[r0], row_at[r1]):
+            covered[i][col_at[c0]:col_at[c1]] = [True] * (col_at[c1] - col_at[c0])
+    cells = [(i, j) for i, line in enumerate(covered) for j, done in enumerate(line) if not done]
+    if not cells:
+        return None
+    return ((row_edges[min(i for i, _ in cells)], row_edges[max(i for i, _ in cells) + 1]),
+            (col_edges[min(j for _, j in cells)], col_edges[max(j for _, j in cells) + 1]))
 
 
 def _locks_left_set(memory: GlobalMemory, findings: dict) -> None:
@@ -2076,13 +2145,17 @@ def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
     deadlock = None  # (cta, the waits) of the first schedule that deadlocked
     memory_for = _no_memory
     locks = 0
-    if kernel.fixup:  # CTAs wait on each other through global memory: the whole grid runs once, sharing it
+    # The whole grid runs once where CTAs wait on each other through global memory, and where a step takes any
+    # shape: there the tile counts are the step's own arithmetic (ceiling divisions), and only the whole grid
+    # shows that its stores cover the output
+    if kernel.fixup or (ragged and kernel.tma_stored):
         result, memory = run_grid(kernel)
         ops += result.ops
         locks = sum(any(op == "+" for _, op, _ in lock.history) for lock in memory.locks.values())
         for finding in result.findings:
             found.setdefault((finding.kind,) + finding.key, (finding, result.name))
-        memory_for = _memory_for(kernel, memory)
+        if kernel.fixup:
+            memory_for = _memory_for(kernel, memory)
     for cta in dict.fromkeys([first, last]):
         for delayed, lazy in schedules:
             result = run_schedule(kernel, cta, delayed, lazy, memory=memory_for(cta))
