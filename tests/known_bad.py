@@ -618,22 +618,31 @@ VARIANTS += (
 # Step 12's mistakes in which work goes where, seen over the whole grid that the protocol checker runs for a step that
 # takes any shape: the output's coverage by the TMA stores, a box stored by two clusters, the locks at the end
 _ONE_WAVE_SHAPE = (7, 264, 72)  # a few whole tiles, a small grid: the cheapest shape these show at
-VARIANTS += (
-    Variant("hopper-12-tiles-rounded-down", "hopper", 12,
-            r"tiles = -\(-M // \(BLK_M \* cluster\)\) \* -\(-N // tile_n\)",
-            "tiles = max(M // (BLK_M * cluster) * (N // tile_n), 1)",
-            "wrong", SIMULATED, todo="12.2", names=("no CTA of the grid stores D[0:7, 64:264]", "ceil(M"),
-            shape=_ONE_WAVE_SHAPE),
-    # every piece of a range starts at its tile's first K tile: K tiles computed twice, and the counts in the lock
-    # overshoot what the final piece waits for
-    Variant("hopper-12-piece-from-the-tile-start", "hopper", 12,
-            r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
-            "self.k_begin = 0",
-            "wrong", SIMULATED, todo="12.4", names=("locks[0] ends the launch",), shape=_FIXUP_SHAPE),
-    Variant("hopper-12-whole-tiles-one-apart", "hopper", 12,
-            r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
-            "wrong", SIMULATED, todo="12.5", names=("stores too", "two clusters compute the same tile"),
-            shape=_ONE_WAVE_SHAPE),
+
+
+def _work_placement_variants(track: str, cta_rows: str, first_uncovered: str) -> tuple[Variant, ...]:
+    """The same three mistakes in either track's step 12 (the host's plan and WorkUnits are the same code there):
+    `cta_rows` is the solution's name for a CTA's rows, `first_uncovered` the part of D left out at 7x264x72."""
+    return (
+        Variant(f"{track}-12-tiles-rounded-down", track, 12,
+                rf"tiles = -\(-M // \({cta_rows} \* cluster\)\) \* -\(-N // tile_n\)",
+                f"tiles = max(M // ({cta_rows} * cluster) * (N // tile_n), 1)",
+                "wrong", SIMULATED, todo="12.2", names=(f"no CTA of the grid stores {first_uncovered}", "ceil(M"),
+                shape=_ONE_WAVE_SHAPE),
+        # every piece of a range starts at its tile's first K tile: K tiles computed twice, and the counts in the
+        # lock overshoot what the final piece waits for
+        Variant(f"{track}-12-piece-from-the-tile-start", track, 12,
+                r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
+                "self.k_begin = 0",
+                "wrong", SIMULATED, todo="12.4", names=("locks[0] ends the launch",), shape=_FIXUP_SHAPE),
+        Variant(f"{track}-12-whole-tiles-one-apart", track, 12,
+                r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
+                "wrong", SIMULATED, todo="12.5", names=("stores too", "two clusters compute the same tile"),
+                shape=_ONE_WAVE_SHAPE),
+    )
+
+
+VARIANTS += _work_placement_variants("hopper", "BLK_M", "D[0:7, 64:264]") + (
     # the kernel keeps step 11's pair where the plan chose one CTA: the plan's clusters and the grid's disagree
     Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
             r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
@@ -667,18 +676,4 @@ VARIANTS += (
     Variant("blackwell-12-partials-read-before-the-barrier", "blackwell", 12,
             r"(locks\[lock_index\] = 0[^\n]*\n)\s+T\.cuda\.warpgroup_sync\(WB_BARRIER \+ wg_id\)\n", r"\1",
             "race", SIMULATED, todo="12.12", names=("partials",), trap=True, shape=_FIXUP_SHAPE),
-    # which work goes where, over the whole grid, as Hopper's
-    Variant("blackwell-12-tiles-rounded-down", "blackwell", 12,
-            r"tiles = -\(-M // \(CTA_ROWS \* cluster\)\) \* -\(-N // tile_n\)",
-            "tiles = max(M // (CTA_ROWS * cluster) * (N // tile_n), 1)",
-            "wrong", SIMULATED, todo="12.2", names=("no CTA of the grid stores D[0:7, 256:264]", "ceil(M"),
-            shape=_ONE_WAVE_SHAPE),
-    Variant("blackwell-12-piece-from-the-tile-start", "blackwell", 12,
-            r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
-            "self.k_begin = 0",
-            "wrong", SIMULATED, todo="12.4", names=("locks[0] ends the launch",), shape=_FIXUP_SHAPE),
-    Variant("blackwell-12-whole-tiles-one-apart", "blackwell", 12,
-            r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
-            "wrong", SIMULATED, todo="12.5", names=("stores too", "two clusters compute the same tile"),
-            shape=_ONE_WAVE_SHAPE),
-)
+) + _work_placement_variants("blackwell", "CTA_ROWS", "D[0:7, 256:264]")
