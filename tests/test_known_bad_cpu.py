@@ -117,3 +117,13 @@ def test_every_todo_of_step_12_has_a_known_bad_variant_on_the_cpu_or_the_gpu():
         assert variant.source() != (REPO / "solutions" / "hopper" / STEPS["hopper"][12].file_name).read_text()
     todos = _todos("hopper", 12)
     assert {v.todo for v in gpu_only + cpu} == todos, sorted(todos - {v.todo for v in gpu_only + cpu})
+
+
+def test_a_cpu_grade_of_a_ragged_step_builds_its_smallest_shape_where_tma_auto_is_refused(tmp_path):
+    """The full CPU grade, not narrowed to one shape: it builds the largest shape, the drawn one and, for a step
+    that takes any shape, the smallest (1x8x8), where TIRx refuses tma_auto's tensor map for a one-row A."""
+    variant = next(v for v in VARIANTS if v.name == "hopper-11-loads-by-tma-auto")
+    tree = variant.write(tmp_path / "steps")
+    result = grade_step(_cpu_config(tree, "hopper"), STEPS["hopper"][11])
+    assert result.build == "failed" and not result.passed
+    assert "tma_explicit" in result.problems[0], result.problems[0]

@@ -90,10 +90,12 @@ def grade_step(config: Config, spec: StepSpec, watch: sandbox.Watch | None = Non
     drawn = random_shape(spec.shapes, random.Random(f"{config.seed}:{spec.number}"))
     checked = list(dict.fromkeys([*(config.shapes or spec.correctness_shapes), drawn]))
     on_gpu = config.gpu_name is not None
-    # without a GPU the static checks read the largest shape and the drawn one; with a GPU, every
-    # shape it runs, so no shape runs a kernel the checks did not read
+    # without a GPU the static checks read the largest shape and the drawn one, and for a step that takes any
+    # shape its smallest too (a one-row matrix: where TIRx's tma_auto refuses a tensor map that tma_explicit
+    # takes); with a GPU, every shape it runs, so no shape runs a kernel the checks did not read
+    smallest = [min(checked, key=lambda s: s[0] * s[1] * s[2])] if spec.shapes.ragged else []
     shapes = list(dict.fromkeys(checked + list(spec.timing_shapes))) if on_gpu else list(
-        dict.fromkeys([static_check_shape(tuple(checked)), drawn]))
+        dict.fromkeys([static_check_shape(tuple(checked)), drawn, *smallest]))
     result.random_shape = drawn
 
     with tempfile.TemporaryDirectory(prefix="grader-kernels-") as work:
