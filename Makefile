@@ -123,8 +123,12 @@ grade-class: $(ENV_READY) sandbox
 grade-class-status: $(ENV_READY)
 	@$(PYTHON) -m grader.commands.grade_class status $(call quote,$(OUT))
 
+# A pytest worker per core (pytest-xdist; one alone where a GPU is: tests/conftest.py). --dist loadfile: each test
+# file runs whole on one worker, in order, as its module fixtures and state need (test_grade_class: a grade started
+# in one test and collected in the next, one single-node Slurm; test_autograder: build/autograder.zip of this
+# checkout; test_notebooks: the figures its last test counts). An interpreter without pytest-xdist runs one process.
 test: $(ENV_READY) sandbox
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest $$($(PYTHON) -c "import xdist" 2>/dev/null && echo "-n auto --dist loadfile") tests
 
 notebooks: $(ENV_READY)
 	@$(PYTHON) -c "import jupyterlab" 2>/dev/null || $(PYTHON) -c "import notebook" 2>/dev/null || \
