@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from grader.core import build
-from grader.judge import cli
-from grader.analysis import features
-from grader.core.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape
+# Tests run side by side (make test: pytest -n auto), and a grade fingerprints the course's grader/, solutions/,
+# steps/, kernel_helpers/, hints/ and every file of the installed packages while it runs (sandbox.Watch): a .pyc that
+# another test's first import writes there is a change the grade reports as the student's tampering. No process
+# of the tests writes bytecode: set before the course is imported, inherited by every process they start.
+sys.dont_write_bytecode = True
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+
+from grader.core import build  # noqa: E402
+from grader.judge import cli  # noqa: E402
+from grader.analysis import features  # noqa: E402
+from grader.core.steps import DEFAULT_SM_COUNT, STEPS, static_check_shape  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TRACK_ARCH = {"blackwell": "sm_100a", "hopper": "sm_90a"}
@@ -18,6 +27,13 @@ TRACK_ARCH = {"blackwell": "sm_100a", "hopper": "sm_90a"}
 def gpu_arch() -> str | None:
     """The arch of a GPU here that can run the course's kernels, else None."""
     return cli.detect_gpu()[1]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`pytest -n auto`: a worker per core, but one alone where a Hopper or Blackwell GPU is: the GPU tests time
+    kernels against cuBLAS and the notebooks run GPU cells, on the one GPU; no test there may share it."""
+    return 1 if gpu_arch() is not None else len(os.sched_getaffinity(0))
 
 
 def pytest_collection_modifyitems(config, items):
