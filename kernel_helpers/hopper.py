@@ -9,7 +9,7 @@ issues the raw PTX instruction ``wgmma.mma_async`` itself. The repetitive parts 
   ``wgmma.mma_async.m64n128k16`` (rows 0-63, then rows 64-127) by one warpgroup.
 * ``wgmma_64x256x16``: one K=16 slice of a 64x256 output tile, one ``wgmma.mma_async.m64n256k16``
   (step 10: each of two consumer warpgroups owns 64 rows of a 128x256 tile).
-* ``wgmma_64xNx16``: the same for a 64xN tile, N in 64, 128 or 256 (step 12 picks N per shape).
+* ``wgmma_64xNx16``: the same for a 64xN tile, N a multiple of 16 from 32 to 256 (step 12 picks N per shape).
 * ``acc_row`` / ``acc_col``: where accumulator register ``i`` of a thread sits in the tile.
 
 Descriptor arithmetic (all in 16-byte units, the unit of the descriptor's address fields):
@@ -108,7 +108,7 @@ def wgmma_64x256x16(acc, desc_a, desc_b, kk, scale_d):
 
 @T.inline
 def wgmma_64xNx16(acc, desc_a, desc_b, kk, scale_d, n):
-    """``wgmma_64x256x16`` for a 64 x ``n`` tile (``n`` a Python int: 64, 128 or 256); ``acc`` holds
+    """``wgmma_64x256x16`` for a 64 x ``n`` tile (``n`` a Python int, a multiple of 16 from 32 to 256); ``acc`` holds
     ``n // 2`` fp32 registers per thread, laid out as ``acc_row(0, ...)`` / ``acc_col``."""
     getattr(T.ptx.wgmma.mma_async.sync.aligned, f"m64n{n}k16").f32.f16.f16(
         *[acc[i] for i in range(n // 2)],

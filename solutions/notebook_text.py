@@ -264,10 +264,12 @@ _STEP_12_PLAN = """\
 The unit of work becomes **(cluster tile, range of K tiles)**, and the host decides per shape, before
 the kernel is built (`plan_decomposition`), how the K iterations of all tiles are dealt to the
 persistent clusters. It tries every cluster size (a CTA pair sharing B, or one CTA alone) and every
-tile width (256, 128 or 64 columns), each as whole tiles and as stream-K, and keeps the plan whose
-**busiest cluster** finishes first by a cost model measured on an H200 (`ITERATION_COST` per K
-iteration of each width, plus `FIXUP_COST` for a cluster that shares a tile); stream-K must win by
-`STREAM_K_MARGIN` (15%), since at large K it costs more than the model counts.
+tile width (`TILE_WIDTHS`: the multiples of 16 from 32 to 256 columns, each a wgmma `n`), each as
+whole tiles and as stream-K, and keeps the plan whose **busiest cluster** finishes first by a cost
+model (`iteration_cost(w)` per K iteration: the larger of the wgmma's 4w cycles and the 2(128 + w)
+cycles its loads take to arrive, fitted to the times measured on an H200 at widths 64, 128 and 256; plus
+`fixup_cost(w)` for a cluster that shares a tile); stream-K must win by `STREAM_K_MARGIN` (15%), since
+at large K it costs more than the model counts.
 
 """ + _DEAL
 
@@ -300,7 +302,7 @@ SM), so every cluster waited on is running: no deadlock."""
 _STEP_12_COST = """\
 Measured on an H200 (experiments/every_shape/run2.json: every decomposition forced at ten shapes):
 a whole tile costs about 9 us plus 0.22, 0.30 and 0.58 us per K tile for 64-, 128- and 256-wide
-tiles. A stream-K unit's fixup costs on top about 4-7 us (`FIXUP_COST`: 18, 35 and 70 iterations of
+tiles. A stream-K unit's fixup costs on top about 4-7 us (`fixup_cost`: 18, 35 and 70 iterations of
 a 64-wide tile): the fp32 partial tile of a CTA is up to 128 KiB, stored and read back through the L2,
 plus a drained pipeline between units. At 2048^3, stream-K over 64 tiles on 66 clusters ran 0.84x
 cuBLAS where whole tiles ran 0.98x.
@@ -310,7 +312,16 @@ of a 256-wide one while computing a quarter of it, which pays exactly where the 
 idle (256x4096x4096: 64 whole 64-wide tiles per cluster pair, 1.007x cuBLAS, against stream-K's
 0.904x). Stream-K wins where K is long enough to hide its fixup (256x4096x14336: 0.953x against whole
 tiles' 0.923x) or the last wave is ragged (256x28672x4096); at 128 rows a cluster of one CTA, since a
-pair would leave the second CTA's rows past the matrix."""
+pair would leave the second CTA's rows past the matrix.
+
+Widths between the powers of two pay where none of 64, 128 and 256 divides the work into about one
+tile per cluster (measured on an H100, experiments/every_shape/h100-widths, one interleaved run per
+shape): 256x4608x3584 in 80-wide tiles (58 pair tiles for 66 pairs) ran 0.878x cuBLAS, where 128-wide
+tiles (36) ran 0.798x; 256x6144x4096 in 96-wide tiles 0.952x against 0.898x; 1000x6144x4096 in
+192-wide tiles 0.998x against 0.902x; 128x3584x3584 in 32-wide tiles of one CTA (112 tiles) 0.892x,
+where stream-K over 64-wide tiles ran 0.812x. A width that is not a multiple of 64 stores its last
+16, 32 or 48 columns through an unswizzled staging tile in 8-column TMA boxes (a box under the
+128-byte swizzle spans 64 columns)."""
 
 _STEP_12_CODE = """\
 Host code at module level: the `Decomposition` dataclass, `plan_decomposition` and `stream_k`, and

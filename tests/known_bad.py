@@ -570,8 +570,8 @@ VARIANTS: tuple[Variant, ...] = (
 GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # the model forgets what sharing a tile costs: stream-K where whole tiles are faster (2048^3: 0.84x against 0.98x)
     Variant("hopper-12-cost-without-the-fixup", "hopper", 12,
-            r"fixup = FIXUP_COST\[self\.tile_n\] if self\.sk_units else 0\.0", "fixup = 0.0",
-            "slow", GPU_ONLY, todo="12.1", names=("FIXUP_COST",)),
+            r"fixup = fixup_cost\(self\.tile_n\) if self\.sk_units else 0\.0", "fixup = 0.0",
+            "slow", GPU_ONLY, todo="12.1", names=("fixup_cost",)),
     # ranges of fewer K tiles than clusters: some of them empty
     Variant("hopper-12-ranges-without-a-floor", "hopper", 12,
             r"sk_units = min\(clusters, sk_tiles \* k_tiles // MIN_K_TILES_PER_UNIT\)", "sk_units = clusters",
@@ -642,7 +642,7 @@ def _work_placement_variants(track: str, cta_rows: str, first_uncovered: str) ->
     )
 
 
-VARIANTS += _work_placement_variants("hopper", "BLK_M", "D[0:7, 64:264]") + (
+VARIANTS += _work_placement_variants("hopper", "BLK_M", "D[0:7, 32:264]") + (
     # the kernel keeps step 11's pair where the plan chose one CTA: the plan's clusters and the grid's disagree
     Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
             r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",

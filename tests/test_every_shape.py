@@ -85,6 +85,9 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     square = module.plan_decomposition(4096, 4096, 4096, 132)  # 3.9 waves of whole tiles: step 10's choice
     assert (square.tile_n, square.cluster, square.sk_units) == (256, 2, 0)
     assert module.plan_decomposition(128, 28672, 4096, 132).cluster == 1  # a pair would leave half its CTAs idle
+    # N = 4608: widths of 64, 128 or 256 give 72, 36 or 18 pair tiles for 66 pairs; 80 columns give 58
+    qwen_qkv = module.plan_decomposition(256, 4608, 3584, 132)
+    assert qwen_qkv.sk_units == 0 and qwen_qkv.clusters >= qwen_qkv.tiles >= 0.85 * qwen_qkv.clusters
 
 
 def test_blackwell_step_12_keeps_the_pair_tile_and_deals_k_where_whole_tiles_idle():
@@ -110,9 +113,10 @@ def test_a_shape_a_ragged_step_cannot_take_is_one_line_and_exit_2(track, shape, 
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_step_12s_wgmma_check_takes_its_three_widths_and_nothing_else():
+def test_step_12s_wgmma_check_takes_its_widths_and_nothing_else():
     check = features.WGMMA_PER_SHAPE
-    for width in (64, 128, 256):
+    for width in range(32, 257, 16):  # TILE_WIDTHS: a wgmma n, and whole 8-row atoms of B in either CTA of a pair
         assert check.passes(SimpleNamespace(sass=f"HGMMA.64x{width}x16.F32.F16 R24, gdesc[UR4]"), None)
-    assert not check.passes(SimpleNamespace(sass="HGMMA.64x32x16.F32.F16 R24, gdesc[UR4]"), None)
+    for width in (8, 16, 24, 40, 72):
+        assert not check.passes(SimpleNamespace(sass=f"HGMMA.64x{width}x16.F32.F16 R24, gdesc[UR4]"), None)
     assert not check.passes(SimpleNamespace(sass="HMMA.16816.F32 R4, R8, R12, R4"), None)

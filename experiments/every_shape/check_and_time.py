@@ -33,11 +33,16 @@ from grader.core.steps import STEPS, format_shape  # noqa: E402
 
 
 def forced_plan(module, name: str, shape, sm_count: int):
-    """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs), dpWc1 or skWc1 (of 1)."""
+    """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs along M), dpWc1 or skWc1 (of 1),
+    dpWn (2 CTAs along N, sharing A: a module whose Decomposition has `along_n`)."""
     m, n, k = shape
-    width, _, single = name[2:].partition("c")
+    along_n = name.endswith("n")
+    width, _, single = name[2:].rstrip("n").partition("c")
     width, cluster = int(width), 1 if single else 2
     clusters, k_tiles = sm_count // cluster, -(-k // module.BLK_K)
+    if along_n:
+        tiles = -(-m // module.BLK_M) * -(-n // (width * cluster))
+        return module.Decomposition(width, cluster, tiles, k_tiles, clusters, 0, 0, along_n=True)
     tiles = -(-m // (module.BLK_M * cluster)) * -(-n // width)
     if name.startswith("dp"):
         return module.Decomposition(width, cluster, tiles, k_tiles, clusters, 0, 0)

@@ -1,7 +1,7 @@
 """One launch of step 12 (its own choice, or a forced plan) and one of cuBLAS at a shape, inside a profiler range, for ncu:
 
     ncu --profile-from-start off --clock-control none --section SpeedOfLight ... \\
-        python3 experiments/every_shape/ncu_launch.py 256x4608x3584 [dp64c1]
+        python3 experiments/every_shape/ncu_launch.py 256x4608x3584 [dp64c1 [IMPL_DIR]]
 
 Both run three times first (the build and cuBLAS's heuristics out of the way); ncu then sees exactly two kernels.
 """
@@ -23,7 +23,8 @@ def main() -> None:
     shape = tuple(int(x) for x in sys.argv[1].split("x"))
     plan = sys.argv[2] if len(sys.argv) > 2 else None
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
-    kernel, _ = load(12, shape, sm_count, REPO / "solutions", plan)
+    impl = Path(sys.argv[3]) if len(sys.argv) > 3 else REPO / "solutions"
+    kernel, _ = load(12, shape, sm_count, impl, plan)
     a, b = diagnosis.random_inputs(shape, 1234)
     d = torch.empty((shape[0], shape[1]), dtype=torch.float16, device="cuda")
     d_cublas = torch.empty_like(d)

@@ -20,13 +20,23 @@ from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw12
 
 BLK_M = 128  # rows of D one CTA computes per unit
 CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
-TILE_WIDTHS = (256, 128, 64)  # the columns a cluster tile may have, widest (fewest bytes per FLOP) first
+# the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
+# two CTAs of a pair, whole 8-row swizzle atoms of B
+TILE_WIDTHS = tuple(range(256, 31, -16))
 BLK_K = 64
-# What the host's choice weighs, measured on an H200 (experiments/every_shape/run2.json: every
-# decomposition timed at ten shapes): the time of one K iteration of a cluster tile of each width,
-# relative to a 64-wide one, and of one unit's fixup (its partial sums stored, or read and added).
-ITERATION_COST = {256: 2.6, 128: 1.36, 64: 1.0}
-FIXUP_COST = {256: 70.0, 128: 35.0, 64: 18.0}
+
+
+# What the host's choice weighs: the time of one K iteration of a CTA tile w columns wide, in units of a
+# 64-wide one. Its wgmma take 4w cycles of the tensor cores; its loads bring (128 + w) x 128 bytes into the
+# SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at widths 64, 128
+# and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition timed at ten shapes)
+# within 3%; a unit's fixup (its partial sums stored, or read and added) costs about 0.275 w.
+def iteration_cost(width: int) -> float:
+    return max(4 * width, 2 * (128 + width)) / 384
+
+
+def fixup_cost(width: int) -> float:
+    return 0.275 * width
 
 
 # >>> TODO 12.1: a plan: what the host decides for one shape
@@ -59,11 +69,11 @@ class Decomposition:
 
     @property
     def estimated_cost(self) -> float:
-        """The busiest cluster's time in the units of ITERATION_COST."""
+        """The busiest cluster's time in the units of iteration_cost."""
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
-        fixup = FIXUP_COST[self.tile_n] if self.sk_units else 0.0
-        return (whole_tiles_each * self.k_tiles + range_each) * ITERATION_COST[self.tile_n] + fixup
+        fixup = fixup_cost(self.tile_n) if self.sk_units else 0.0
+        return (whole_tiles_each * self.k_tiles + range_each) * iteration_cost(self.tile_n) + fixup
 
     @property
     def kind(self) -> str:
@@ -196,8 +206,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     """D = A @ B^T for any M >= 1 and N, K multiples of 8, with the work dealt so that every SM has some.
 
     The host (plan_decomposition, once per shape) picks the cluster (a CTA pair sharing B, as steps
-    9-11, or one CTA alone), the tile width (256, 128 or 64 columns: wgmma m64n256, m64n128 or m64n64)
-    and how each tile's K tiles are dealt: whole (data-parallel), or cut into one contiguous range of
+    9-11, or one CTA alone), the tile width (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns, a
+    wgmma m64nNk16) and how each tile's K tiles are dealt: whole (data-parallel), or cut into one contiguous range of
     K iterations per cluster (stream-K; split-K is the case where the ranges are equal parts of each
     tile). `plan` replaces that choice (experiments/every_shape times the others).
 
@@ -212,8 +222,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
           one register are 128 contiguous bytes), then the tile's lock counts its K tiles; no store to D.
         - a tile's final range (k_end = k_tiles, k_begin > 0): wait until the lock says K tiles
           0..k_begin are in, zero the lock, add the partial sums of the clusters first_unit..cluster-1
-          (in that order: the K order), then step 11's writeback.
-        - a whole tile (k_begin = 0, k_end = k_tiles): step 11's writeback.
+          (in that order: the K order), then the writeback.
+        - a whole tile (k_begin = 0, k_end = k_tiles): the writeback.
+        The writeback is step 11's for the first BLK_N - BLK_N % 64 columns (128B-swizzled staging,
+        64-column TMA boxes); the last BLK_N % 64 go through an unswizzled staging tile whose 8-column
+        slices are contiguous, one TMA box each (a box under the 128-byte swizzle spans 64 columns).
 
     Barrier protocol: step 11's rings, named barriers and cluster barrier, unchanged. The fixup adds
     one lock per (stream-K tile, CTA rank, consumer) in global memory, and reuses the consumer's named
@@ -243,12 +256,13 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     and stream-K cluster (up to 16.5 MiB at 132 SMs and 256-wide tiles); locks, 4 bytes per stream-K
     tile, CTA and consumer. A launch leaves every lock at 0 again, so no memset precedes a call.
 
-    Measured on an H200 (experiments/every_shape, one interleaved run per shape, ratio = cuBLAS time /
-    kernel time): Llama-3-8B and Qwen2.5-7B layers at 128 and 256 tokens 0.81-1.01x (geometric mean
-    0.958x; step 10 0.546x at the 8 shapes it takes, the Triton seed 0.685x); 2048^3 0.96-0.98x,
-    4096^3 1.00x (whole 256-wide tiles: the model sees no gain in stream-K there). A stream-K
-    unit's fixup is expensive here: at 2048^3, stream-K over 64 tiles on 66 clusters ran 0.84x against
-    whole tiles' 0.98x; the fp32 partials of 132 CTAs (17 MB) cross the L2 twice.
+    Measured on an H100 (docs/ladder-h100.md, experiments/every_shape/h100-widths; one interleaved run
+    per shape, ratio = cuBLAS time / kernel time): Llama-3-8B and Qwen2.5-7B layers at 128 and 256
+    tokens 0.883-1.004x (geometric mean 0.947x; step 10 0.624x at the 8 shapes it takes, the Triton
+    seed 0.753x), at 1000 and 8192 tokens 0.934-1.095x (0.997x); 2048^3 0.952x, 4096^3 1.000x, 8192^3
+    1.030x. A stream-K unit's fixup is expensive (H200): at 2048^3, stream-K over 64 tiles on 66
+    clusters ran 0.84x against whole tiles' 0.98x; the fp32 partials of 132 CTAs (17 MB) cross the L2
+    twice.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -265,9 +279,15 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     MMA_K = 16
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
-    EPI_N = min(BLK_N, 128)  # columns per TMA store: each consumer writes its 64xBLK_N rows in pieces
+    # Each consumer writes its 64 x BLK_N rows in pieces: EPI_N columns at a time through a 128B-swizzled
+    # staging tile (a box spans at most 64 columns), then the last REST_N (BLK_N % 64: 16, 32 or 48) through an
+    # unswizzled one, whose 8-column slices are 1 KiB each and contiguous
+    EPI_N = 128 if BLK_N % 128 == 0 else 64
+    REST_N = BLK_N % 64
+    STAGED_N = BLK_N - REST_N
+    REST_COLS = max(REST_N, 8)  # the unswizzled staging tile's columns (8 where there is no rest: it is unused)
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
-    EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * EPI_N * 2 + 1024  # two staging tiles, and the barriers
+    EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2 + 1024  # the staging tiles, the barriers
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
@@ -275,6 +295,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
+    R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
     ACC = CONSUMER_ROWS * BLK_N // 128  # accumulator registers per consumer thread
     # >>> TODO 12.8: the workspace and the locks
@@ -310,6 +331,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
         Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+        Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
         pool.commit()
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
@@ -426,7 +448,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                for half in T.unroll(BLK_N // EPI_N):
+                for half in T.unroll(STAGED_N // EPI_N):
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(0)
                     T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
@@ -442,6 +464,24 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                 col = T.meta_var(n_st + half * EPI_N + part * 64)
                                 Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
                                               Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+                if REST_N > 0:
+                    # ---- the last REST_N columns: unswizzled staging, one 8-column box per 1 KiB ----
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for i in T.unroll(REST_N // 2):
+                        Rsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                            acc[STAGED_N // 2 + i], d_type)
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
+                            for part in T.unroll(REST_N // 8):
+                                col = T.meta_var(n_st + STAGED_N + part * 8)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 8],
+                                              Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
                             T.ptx.cp.async_.bulk.commit_group()
                 work.next(cluster)
 

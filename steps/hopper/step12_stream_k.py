@@ -4,8 +4,9 @@ Step 11 gives each cluster whole 256x256 tiles. Where the tiles are fewer than t
 tokens through a 4096-wide layer: 16 tiles for 66 clusters), or leave the last wave mostly empty,
 most SMs idle. Make the unit of work (cluster tile, range of K tiles), and let the host choose per
 shape, before the kernel is built, the cluster (a CTA pair sharing B, or one CTA), the tile width
-(256, 128 or 64 columns) and how each tile's K tiles are dealt to the clusters: whole, or cut into
-ranges whose partial sums clusters add up through an fp32 workspace in global memory.
+(a multiple of 16 from 32 to 256 columns) and how each tile's K tiles are dealt to the clusters:
+whole, or cut into ranges whose partial sums clusters add up through an fp32 workspace in global
+memory.
 
 The kernel is step 11's solution; the TODOs are the host's choice (12.1-12.3), a cluster's walk over
 its units (12.4-12.6) and the places in the kernel where a unit, not a tile, matters (12.7-12.13).
@@ -27,13 +28,23 @@ from kernel_helpers.todo import todo
 
 BLK_M = 128  # rows of D one CTA computes per unit
 CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
-TILE_WIDTHS = (256, 128, 64)  # the columns a cluster tile may have, widest (fewest bytes per FLOP) first
+# the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
+# two CTAs of a pair, whole 8-row swizzle atoms of B
+TILE_WIDTHS = tuple(range(256, 31, -16))
 BLK_K = 64
-# What the host's choice weighs, measured on an H200 (experiments/every_shape/run2.json: every
-# decomposition timed at ten shapes): the time of one K iteration of a cluster tile of each width,
-# relative to a 64-wide one, and of one unit's fixup (its partial sums stored, or read and added).
-ITERATION_COST = {256: 2.6, 128: 1.36, 64: 1.0}
-FIXUP_COST = {256: 70.0, 128: 35.0, 64: 18.0}
+
+
+# What the host's choice weighs: the time of one K iteration of a CTA tile w columns wide, in units of a
+# 64-wide one. Its wgmma take 4w cycles of the tensor cores; its loads bring (128 + w) x 128 bytes into the
+# SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at widths 64, 128
+# and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition timed at ten shapes)
+# within 3%; a unit's fixup (its partial sums stored, or read and added) costs about 0.275 w.
+def iteration_cost(width: int) -> float:
+    return max(4 * width, 2 * (128 + width)) / 384
+
+
+def fixup_cost(width: int) -> float:
+    return 0.275 * width
 
 
 # TODO 12.1: a plan: what the host decides for one shape
@@ -131,9 +142,15 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     MMA_K = 16
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
-    EPI_N = min(BLK_N, 128)  # columns per TMA store: each consumer writes its 64xBLK_N rows in pieces
+    # Each consumer writes its 64 x BLK_N rows in pieces: EPI_N columns at a time through a 128B-swizzled
+    # staging tile (a box spans at most 64 columns), then the last REST_N (BLK_N % 64: 16, 32 or 48) through an
+    # unswizzled one, whose 8-column slices are 1 KiB each and contiguous
+    EPI_N = 128 if BLK_N % 128 == 0 else 64
+    REST_N = BLK_N % 64
+    STAGED_N = BLK_N - REST_N
+    REST_COLS = max(REST_N, 8)  # the unswizzled staging tile's columns (8 where there is no rest: it is unused)
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
-    EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * EPI_N * 2 + 1024  # two staging tiles, and the barriers
+    EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2 + 1024  # the staging tiles, the barriers
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
@@ -141,6 +158,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
+    R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
     ACC = CONSUMER_ROWS * BLK_N // 128  # accumulator registers per consumer thread
     # TODO 12.8: the workspace and the locks
@@ -175,6 +193,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
         Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+        Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
         pool.commit()
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
@@ -272,7 +291,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
-                for half in T.unroll(BLK_N // EPI_N):
+                for half in T.unroll(STAGED_N // EPI_N):
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(0)
                     T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
@@ -288,6 +307,24 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                 col = T.meta_var(n_st + half * EPI_N + part * 64)
                                 Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
                                               Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+                if REST_N > 0:
+                    # ---- the last REST_N columns: unswizzled staging, one 8-column box per 1 KiB ----
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for i in T.unroll(REST_N // 2):
+                        Rsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                            acc[STAGED_N // 2 + i], d_type)
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
+                            for part in T.unroll(REST_N // 8):
+                                col = T.meta_var(n_st + STAGED_N + part * 8)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 8],
+                                              Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
                             T.ptx.cp.async_.bulk.commit_group()
                 work.next(cluster)
 
