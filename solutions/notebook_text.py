@@ -263,13 +263,15 @@ tiles, `MIN_K_TILES_PER_UNIT`)."""
 _STEP_12_PLAN = """\
 The unit of work becomes **(cluster tile, range of K tiles)**, and the host decides per shape, before
 the kernel is built (`plan_decomposition`), how the K iterations of all tiles are dealt to the
-persistent clusters. It tries every cluster size (a CTA pair sharing B, or one CTA alone) and every
-tile width (`TILE_WIDTHS`: the multiples of 16 from 32 to 256 columns, each a wgmma `n`), each as
-whole tiles and as stream-K, and keeps the plan whose **busiest cluster** finishes first by a cost
-model (`iteration_cost(w)` per K iteration: the larger of the wgmma's 4w cycles and the 2(128 + w)
-cycles its loads take to arrive, fitted to the times measured on an H200 at widths 64, 128 and 256; plus
-`fixup_cost(w)` for a cluster that shares a tile); stream-K must win by `STREAM_K_MARGIN` (15%), since
-at large K it costs more than the model counts.
+persistent clusters. It tries every CTA height (128 rows, its consumers 64 each; or, where M <= 128,
+64 rows, its consumers half the columns each), every cluster size (a CTA pair sharing B, or one CTA
+alone) and every tile width (`TILE_WIDTHS`: the multiples of 16 from 32 to 256 columns), each as whole
+tiles and as stream-K, and keeps the plan that finishes first by a cost model: its **busiest cluster's**
+K iterations at `iteration_cost(rows, w)` each (the larger of the wgmma's rows x w / 32 cycles and the
+2(rows + w) cycles its operands take to arrive, fitted to the times measured on an H200), plus
+`fixup_cost` for a cluster that shares a tile, plus `dram_cost` (A, B and D once, stream-K's partial
+sums twice); stream-K must win by `STREAM_K_MARGIN` (15%), since at large K it costs more than the
+model counts.
 
 """ + _DEAL
 
@@ -321,7 +323,16 @@ tiles (36) ran 0.798x; 256x6144x4096 in 96-wide tiles 0.952x against 0.898x; 100
 192-wide tiles 0.998x against 0.902x; 128x3584x3584 in 32-wide tiles of one CTA (112 tiles) 0.892x,
 where stream-K over 64-wide tiles ran 0.812x. A width that is not a multiple of 64 stores its last
 16, 32 or 48 columns through an unswizzled staging tile in 8-column TMA boxes (a box under the
-128-byte swizzle spans 64 columns)."""
+128-byte swizzle spans 64 columns).
+
+At 128 tokens a 128-row tile holds every row of A, and each of its K tiles brings 128 x 64 of A into
+the SM for only w columns of output. A **64-row** CTA, its two consumers on half the columns each,
+brings half as much A per output; in pairs that share (multicast) the weight tile it ran
+128x4096x14336 at 1.062x cuBLAS where stream-K over 128-row tiles ran 0.947x, and 128x3584x3584 at
+0.907x against 0.881x. At 256 tokens it ran slower (0.903x against 0.961x at 256x4096x4096), so the
+host weighs it only where M <= 128. What did not pay: a pair side by side along N that multicasts the
+activation tile (0.858x against 0.895x at 128x3584x3584). ncu says why: both step 12 and cuBLAS take
+in about 56 bytes a cycle per SM, and a multicast saves reads from the L2, not bytes into an SM."""
 
 _STEP_12_CODE = """\
 Host code at module level: the `Decomposition` dataclass, `plan_decomposition` and `stream_k`, and

@@ -570,7 +570,7 @@ VARIANTS: tuple[Variant, ...] = (
 GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # the model forgets what sharing a tile costs: stream-K where whole tiles are faster (2048^3: 0.84x against 0.98x)
     Variant("hopper-12-cost-without-the-fixup", "hopper", 12,
-            r"fixup = fixup_cost\(self\.tile_n\) if self\.sk_units else 0\.0", "fixup = 0.0",
+            r"fixup = fixup_cost\(self\.tile_m, self\.tile_n\) if self\.sk_units else 0\.0", "fixup = 0.0",
             "slow", GPU_ONLY, todo="12.1", names=("fixup_cost",)),
     # ranges of fewer K tiles than clusters: some of them empty
     Variant("hopper-12-ranges-without-a-floor", "hopper", 12,
@@ -642,11 +642,26 @@ def _work_placement_variants(track: str, cta_rows: str, first_uncovered: str) ->
     )
 
 
-VARIANTS += _work_placement_variants("hopper", "BLK_M", "D[0:7, 32:264]") + (
+VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
     # the kernel keeps step 11's pair where the plan chose one CTA: the plan's clusters and the grid's disagree
     Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
             r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
             "wrong", SIMULATED, todo="12.7", names=("locks[", "ends the launch"), shape=_FIXUP_SHAPE),
+    # a 64-row tile's two consumers on the same columns: both multiply the same operands (7x264x72: 64-row tiles)
+    Variant("hopper-12-consumers-on-the-same-columns", "hopper", 12,
+            r"col_0 = T\.meta_var\(consumer \* \(BLK_N - CONSUMER_N\)\)", "col_0 = T.meta_var(0)",
+            "wrong", SIMULATED, todo="12.10", names=("same operands", "B descriptor"), shape=_ONE_WAVE_SHAPE),
+    # the columns past the last multiple of 64 never stored: at 4093x2056x568 (176-wide tiles) columns 128-175 of
+    # each (where all of a consumer's columns are such, the unused accumulator lets the compiler drop the wgmma)
+    Variant("hopper-12-last-columns-left-out", "hopper", 12,
+            r"\n +if REST_N > 0:\n(?: {20}[^\n]*\n)+", "\n",
+            "wrong", SIMULATED, todo="12.14", names=("no CTA of the grid stores",), shape=(4093, 2056, 568)),
+    # the last columns staged in Dsmem: an 8-column slice of the 128B-swizzled tile is not contiguous, which a TMA
+    # box needs (the skeleton's trap of TODO 12.14)
+    Variant("hopper-12-last-columns-through-the-swizzled-tile", "hopper", 12,
+            r"Rsmem\[consumer, (acc_row\(0, warp_id, lane_id, i\)[^\n]*\n(?:.*\n)*?.*)Rsmem\[consumer, :, part \* 8",
+            r"Dsmem[consumer, \1Dsmem[consumer, :, part * 8",
+            "build", BUILD, todo="12.14", names=("sliced shared layout",), trap=True, shape=_ONE_WAVE_SHAPE),
     Variant("hopper-12-cluster-index-of-the-cta", "hopper", 12,
             r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var(bx)",
             "wrong", SIMULATED, todo="12.9", names=("tma2mma",), shape=(1, 8, 8)),

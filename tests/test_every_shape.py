@@ -115,8 +115,9 @@ def test_a_shape_a_ragged_step_cannot_take_is_one_line_and_exit_2(track, shape, 
 
 def test_step_12s_wgmma_check_takes_its_widths_and_nothing_else():
     check = features.WGMMA_PER_SHAPE
-    for width in range(32, 257, 16):  # TILE_WIDTHS: a wgmma n, and whole 8-row atoms of B in either CTA of a pair
+    # a consumer's columns: a tile's width (TILE_WIDTHS, multiples of 16), or half of it in a 64-row tile
+    for width in range(16, 257, 8):
         assert check.passes(SimpleNamespace(sass=f"HGMMA.64x{width}x16.F32.F16 R24, gdesc[UR4]"), None)
-    for width in (8, 16, 24, 40, 72):
+    for width in (8, 12, 20, 260, 264):
         assert not check.passes(SimpleNamespace(sass=f"HGMMA.64x{width}x16.F32.F16 R24, gdesc[UR4]"), None)
     assert not check.passes(SimpleNamespace(sass="HMMA.16816.F32 R4, R8, R12, R4"), None)

@@ -33,20 +33,17 @@ from grader.core.steps import STEPS, format_shape  # noqa: E402
 
 
 def forced_plan(module, name: str, shape, sm_count: int):
-    """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs along M), dpWc1 or skWc1 (of 1),
-    dpWn (2 CTAs along N, sharing A: a module whose Decomposition has `along_n`)."""
+    """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs), dpWc1 or skWc1 (of 1); an r64
+    after the width (dp64r64c1): CTA tiles of 64 rows, else 128."""
     m, n, k = shape
-    along_n = name.endswith("n")
-    width, _, single = name[2:].rstrip("n").partition("c")
-    width, cluster = int(width), 1 if single else 2
+    width, _, single = name[2:].partition("c")
+    width, _, rows = width.partition("r")
+    width, cluster, rows = int(width), 1 if single else 2, int(rows or 128)
     clusters, k_tiles = sm_count // cluster, -(-k // module.BLK_K)
-    if along_n:
-        tiles = -(-m // module.BLK_M) * -(-n // (width * cluster))
-        return module.Decomposition(width, cluster, tiles, k_tiles, clusters, 0, 0, along_n=True)
-    tiles = -(-m // (module.BLK_M * cluster)) * -(-n // width)
+    tiles = -(-m // (rows * cluster)) * -(-n // width)
     if name.startswith("dp"):
-        return module.Decomposition(width, cluster, tiles, k_tiles, clusters, 0, 0)
-    return module.stream_k(width, cluster, tiles, k_tiles, clusters)
+        return module.Decomposition(rows, width, cluster, tiles, k_tiles, clusters, 0, 0)
+    return module.stream_k(width, cluster, tiles, k_tiles, clusters, rows)
 
 
 def load(step: int, shape, sm_count: int, impl: Path, plan_name: str | None = None):

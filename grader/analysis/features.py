@@ -253,9 +253,9 @@ WGMMA_256 = Check(
     "wgmma m64n256k16 (HGMMA.64x256x16)", _sass(r"\bHGMMA\.64x256x16\.F32"), "issue wgmma_64x256x16 per consumer"
 )
 WGMMA_PER_SHAPE = Check(
-    "wgmma m64nNk16, N a multiple of 16 from 32 to 256 (HGMMA.64xNx16)",
-    _sass(r"\bHGMMA\.64x(32|48|64|80|96|112|128|144|160|176|192|208|224|240|256)x16\.F32"),
-    "issue wgmma_64xNx16 per consumer, N the tile width the host chose for the shape",
+    "wgmma m64nNk16, N a multiple of 8 from 16 to 256 (HGMMA.64xNx16)",
+    _sass(rf"\bHGMMA\.64x({'|'.join(str(n) for n in range(16, 257, 8))})x16\.F32"),
+    "issue wgmma_64xNx16 per consumer, N its columns of the tile the host chose for the shape",
 )
 TWO_CONSUMERS = Check(
     "wgmmas issued by two consumer warpgroups",
@@ -271,7 +271,7 @@ CHECKS["hopper"].update(
         9: [WGMMA] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, MULTICAST_TMA],
         **{step: [WGMMA_256] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS]
            for step in (10, 11)},  # step 11 changes only the edges
-        # step 12 picks per shape the tile width (its wgmma is m64nNk16, N a multiple of 16 from 32 to 256) and whether CTAs pair
+        # step 12 picks per shape the tile width (its wgmma is m64nNk16: a consumer's columns, a multiple of 8 from 16 to 256) and whether CTAs pair
         12: [WGMMA_PER_SHAPE] + _HOPPER_SPECIALIZED + [THREADS_384, TWO_CONSUMERS],
     }
 )

@@ -1338,8 +1338,9 @@ class Machine:
         if twin is not None:
             self.found("tile", ("wgmma", "same operands"), f"{self.who([agent])} and {self.who([twin])}: the wgmmas "
                        "of two warpgroups read the same operands (every descriptor at the same address) in the same "
-                       "K tile, so both compute the same product and some rows of the tile are never multiplied: "
-                       "each consumer's A descriptor starts at its own rows of the stage")
+                       "K tile, so both compute the same product and part of the tile is never multiplied: "
+                       "each consumer's A descriptor starts at its own rows of the stage (or, where the consumers "
+                       "share their rows, its B descriptor at its own columns)")
 
     def wgmma_commit(self, agent: Agent):
         self.step(agent)

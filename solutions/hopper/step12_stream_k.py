@@ -18,7 +18,9 @@ from tvm.script.tirx import tile as Tx
 
 from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
 
-BLK_M = 128  # rows of D one CTA computes per unit
+# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128, 64, the consumers splitting
+# its columns: a pair of such CTAs then brings half as much of A into each SM per output
+TILE_ROWS = (128, 64)
 CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
 # the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
 # two CTAs of a pair, whole 8-row swizzle atoms of B
@@ -26,17 +28,25 @@ TILE_WIDTHS = tuple(range(256, 31, -16))
 BLK_K = 64
 
 
-# What the host's choice weighs: the time of one K iteration of a CTA tile w columns wide, in units of a
-# 64-wide one. Its wgmma take 4w cycles of the tensor cores; its loads bring (128 + w) x 128 bytes into the
-# SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at widths 64, 128
-# and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition timed at ten shapes)
-# within 3%; a unit's fixup (its partial sums stored, or read and added) costs about 0.275 w.
-def iteration_cost(width: int) -> float:
-    return max(4 * width, 2 * (128 + width)) / 384
+# What the host's choice weighs: the time of one K iteration of a CTA tile `rows` x `width`, in units of a
+# 128 x 64 one. Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring (rows + width) x
+# 128 bytes into the SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at
+# 128 rows and widths 64, 128 and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition
+# timed at ten shapes) within 3%; a unit's fixup (its partial sums stored, or read and added) costs about
+# 0.275 x width x rows / 128.
+def iteration_cost(rows: int, width: int) -> float:
+    return max(rows * width / 32, 2 * (rows + width)) / 384
 
 
-def fixup_cost(width: int) -> float:
-    return 0.275 * width
+def fixup_cost(rows: int, width: int) -> float:
+    return 0.275 * width * rows / 128
+
+
+# At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
+# and cuBLAS reach at 128 tokens, ncu), 440 KB in the time of one of the units above (0.22 us on the H200). A
+# plan's time is its SMs' plus its DRAM traffic's: A, B and D once, and stream-K's fp32 partial sums, each
+# stored and read back once.
+DRAM_BYTES_PER_UNIT = 440e3
 
 
 # >>> TODO 12.1: a plan: what the host decides for one shape
@@ -51,8 +61,9 @@ class Decomposition:
     the case where the ranges fall on equal parts of each tile; data-parallel the case sk_tiles = 0.
     """
 
+    tile_m: int  # rows of a CTA tile
     tile_n: int  # columns of a cluster tile
-    cluster: int  # CTAs per cluster, stacked along M: a cluster tile is (128 * cluster) x tile_n
+    cluster: int  # CTAs per cluster, stacked along M: a cluster tile is (tile_m * cluster) x tile_n
     tiles: int
     k_tiles: int
     clusters: int
@@ -72,8 +83,8 @@ class Decomposition:
         """The busiest cluster's time in the units of iteration_cost."""
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
-        fixup = fixup_cost(self.tile_n) if self.sk_units else 0.0
-        return (whole_tiles_each * self.k_tiles + range_each) * iteration_cost(self.tile_n) + fixup
+        fixup = fixup_cost(self.tile_m, self.tile_n) if self.sk_units else 0.0
+        return (whole_tiles_each * self.k_tiles + range_each) * iteration_cost(self.tile_m, self.tile_n) + fixup
 
     @property
     def kind(self) -> str:
@@ -91,20 +102,31 @@ class Decomposition:
 STREAM_K_MARGIN = 1.15
 
 
+def dram_cost(M: int, N: int, K: int, plan: Decomposition) -> float:
+    """A plan's DRAM traffic in the units of iteration_cost: A, B and D once, stream-K's partial sums twice."""
+    partial_sums = plan.sk_units * plan.cluster * plan.tile_m * plan.tile_n * 4
+    return (2 * (M * K + N * K + M * N) + 2 * partial_sums) / DRAM_BYTES_PER_UNIT
+
+
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
-    """The host's choice for one shape: of whole tiles and stream-K, for each cluster size and tile
-    width, the decomposition whose busiest cluster finishes first (estimated_cost, stream-K's times
-    STREAM_K_MARGIN); on a tie the earlier (pairs first, wider first, whole tiles first). Narrower
-    tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave, at the price of a
-    fixup per unit."""
+    """The host's choice for one shape: of whole tiles and stream-K, for each CTA height, cluster size
+    and tile width, the decomposition that finishes first (its busiest cluster's estimated_cost plus
+    its DRAM traffic's, stream-K's times STREAM_K_MARGIN); on a tie the earlier (128 rows first, pairs first, wider first, whole tiles
+    first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave, at
+    the price of a fixup per unit. 64-row CTAs only where M <= 128: at 256 tokens the model rates them
+    as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64)."""
     k_tiles = -(-K // BLK_K)
     candidates = []
-    for cluster in CLUSTER_SIZES:
-        for tile_n in TILE_WIDTHS:
-            tiles = -(-M // (BLK_M * cluster)) * -(-N // tile_n)
-            candidates += [Decomposition(tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0),
-                           stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster)]
-    return min(candidates, key=lambda plan: plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0))
+    for rows in TILE_ROWS:
+        if rows < 128 and M > 128:
+            continue
+        for cluster in CLUSTER_SIZES:
+            for tile_n in TILE_WIDTHS:
+                tiles = -(-M // (rows * cluster)) * -(-N // tile_n)
+                candidates += [Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0),
+                               stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows)]
+    return min(candidates, key=lambda plan: plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0)
+               + dram_cost(M, N, K, plan))
 # <<< TODO 12.2
 
 
@@ -112,12 +134,12 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
 MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
 
 
-def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int) -> Decomposition:
+def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int, tile_m: int = 128) -> Decomposition:
     """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
     K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
     least MIN_K_TILES_PER_UNIT iterations. Whole tiles where that cannot be had."""
     full_waves, tail = divmod(tiles, clusters)
-    whole_tiles = Decomposition(tile_n, cluster, tiles, k_tiles, clusters, 0, 0)
+    whole_tiles = Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, 0, 0)
     if tail == 0:
         return whole_tiles
     sk_tiles = tail + (clusters if full_waves >= 1 else 0)
@@ -126,7 +148,7 @@ def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int)
         return whole_tiles
     if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
         return whole_tiles
-    return Decomposition(tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units)
+    return Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units)
 # <<< TODO 12.3
 
 
@@ -205,28 +227,30 @@ class WorkUnits:
 def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     """D = A @ B^T for any M >= 1 and N, K multiples of 8, with the work dealt so that every SM has some.
 
-    The host (plan_decomposition, once per shape) picks the cluster (a CTA pair sharing B, as steps
-    9-11, or one CTA alone), the tile width (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns, a
-    wgmma m64nNk16) and how each tile's K tiles are dealt: whole (data-parallel), or cut into one contiguous range of
-    K iterations per cluster (stream-K; split-K is the case where the ranges are equal parts of each
-    tile). `plan` replaces that choice (experiments/every_shape times the others).
+    The host (plan_decomposition, once per shape) picks the CTA tile's rows (128, or 64 where M <=
+    128), the cluster (a CTA pair sharing B, as steps 9-11, or one CTA alone), the tile width
+    (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns) and how each tile's K tiles are dealt: whole
+    (data-parallel), or cut into one contiguous range of K iterations per cluster (stream-K; split-K is
+    the case where the ranges are equal parts of each tile). `plan` replaces that choice
+    (experiments/every_shape times the others).
 
     Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
     WorkUnits, which the producer and both consumers walk alike (the same units, the same K tiles:
     the rings see the same number of uses on both sides).
         producer: for k in k_begin..k_end: step 11's loads of K tile k.
-        consumer c: step 11's wgmma loop over k_begin..k_end, the first K tile of the unit overwriting
-        the accumulator; then one of three endings:
-        - a tile's first or middle range (k_end < k_tiles): its 64 x tile_n fp32 partial sum goes to
+        consumer c: step 11's wgmma loop over k_begin..k_end on its part of the CTA tile (rows 64c..64c+63
+        of a 128-row tile; columns c x tile_n / 2 onwards of a 64-row one, whose consumers share its A),
+        the first K tile of the unit overwriting the accumulator; then one of three endings:
+        - a tile's first or middle range (k_end < k_tiles): its 64-row fp32 partial sum goes to
           partials[unit's cluster, rank, c] (register i of thread t at [..., i, t]: a warp's 32 stores of
           one register are 128 contiguous bytes), then the tile's lock counts its K tiles; no store to D.
         - a tile's final range (k_end = k_tiles, k_begin > 0): wait until the lock says K tiles
           0..k_begin are in, zero the lock, add the partial sums of the clusters first_unit..cluster-1
           (in that order: the K order), then the writeback.
         - a whole tile (k_begin = 0, k_end = k_tiles): the writeback.
-        The writeback is step 11's for the first BLK_N - BLK_N % 64 columns (128B-swizzled staging,
-        64-column TMA boxes); the last BLK_N % 64 go through an unswizzled staging tile whose 8-column
-        slices are contiguous, one TMA box each (a box under the 128-byte swizzle spans 64 columns).
+        The writeback is step 11's for a consumer's columns but the last CONSUMER_N % 64 (128B-swizzled
+        staging, 64-column TMA boxes); those go through an unswizzled staging tile whose 8-column slices
+        are contiguous, one TMA box each (a box under the 128-byte swizzle spans 64 columns).
 
     Barrier protocol: step 11's rings, named barriers and cluster barrier, unchanged. The fixup adds
     one lock per (stream-K tile, CTA rank, consumer) in global memory, and reuses the consumer's named
@@ -252,17 +276,18 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     order differs from a data-parallel tile's, so the result is within the grader's tolerance of the
     fp32 reference, not bit-equal to step 11.
 
-    Memory the host allocates once (build.launcher, zeroed): partials, 64 KiB x tile_n / 128 per CTA
+    Memory the host allocates once (build.launcher, zeroed): partials, 64 KiB x tile_m x tile_n / 128^2 per CTA
     and stream-K cluster (up to 16.5 MiB at 132 SMs and 256-wide tiles); locks, 4 bytes per stream-K
     tile, CTA and consumer. A launch leaves every lock at 0 again, so no memset precedes a call.
 
-    Measured on an H100 (docs/ladder-h100.md, experiments/every_shape/h100-widths; one interleaved run
-    per shape, ratio = cuBLAS time / kernel time): Llama-3-8B and Qwen2.5-7B layers at 128 and 256
-    tokens 0.883-1.004x (geometric mean 0.947x; step 10 0.624x at the 8 shapes it takes, the Triton
-    seed 0.753x), at 1000 and 8192 tokens 0.934-1.095x (0.997x); 2048^3 0.952x, 4096^3 1.000x, 8192^3
-    1.030x. A stream-K unit's fixup is expensive (H200): at 2048^3, stream-K over 64 tiles on 66
-    clusters ran 0.84x against whole tiles' 0.98x; the fp32 partials of 132 CTAs (17 MB) cross the L2
-    twice.
+    Measured on an H100 (docs/ladder-h100.md, experiments/every_shape/h100-rows64 and h100-widths; one
+    interleaved run per shape, ratio = cuBLAS time / kernel time): Llama-3-8B and Qwen2.5-7B layers at
+    128 tokens 0.914-1.315x (geometric mean 1.003x, 0.965x without 128x3584x3584, where cuBLAS ran 0.019
+    ms in other runs and 0.026 ms in this one), at 256 tokens 0.889-1.004x (0.962x), at 1000 and 8192
+    tokens 0.934-1.095x (0.997x); step 10 0.622x at 256 tokens, the Triton seed 0.66-0.78x; 2048^3
+    0.952x, 4096^3 1.000x, 8192^3 1.030x. A stream-K unit's fixup is expensive (H200): at 2048^3,
+    stream-K over 64 tiles on 66 clusters ran 0.84x against whole tiles' 0.98x; the fp32 partials of
+    132 CTAs (17 MB) cross the L2 twice.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -271,6 +296,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
     # >>> TODO 12.7: the plan in the kernel
     plan = plan or plan_decomposition(M, N, K, sm_count)
+    BLK_M = plan.tile_m
     BLK_N = plan.tile_n
     CLUSTER = plan.cluster  # CTAs per cluster, stacked along M
     K_TILES = plan.k_tiles
@@ -278,13 +304,14 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     NUM_CONSUMERS = 2
-    CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
+    CONSUMER_ROWS = 64  # rows of the CTA tile each consumer owns: one wgmma's
+    CONSUMER_N = BLK_N if BLK_M == 2 * CONSUMER_ROWS else BLK_N // 2  # and its columns: all, or half of a 64-row tile
     # Each consumer writes its 64 x BLK_N rows in pieces: EPI_N columns at a time through a 128B-swizzled
     # staging tile (a box spans at most 64 columns), then the last REST_N (BLK_N % 64: 16, 32 or 48) through an
     # unswizzled one, whose 8-column slices are 1 KiB each and contiguous
-    EPI_N = 128 if BLK_N % 128 == 0 else 64
-    REST_N = BLK_N % 64
-    STAGED_N = BLK_N - REST_N
+    EPI_N = 128 if CONSUMER_N % 128 == 0 else 64
+    REST_N = CONSUMER_N % 64
+    STAGED_N = CONSUMER_N - REST_N
     REST_COLS = max(REST_N, 8)  # the unswizzled staging tile's columns (8 where there is no rest: it is unused)
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
     EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2 + 1024  # the staging tiles, the barriers
@@ -297,7 +324,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
-    ACC = CONSUMER_ROWS * BLK_N // 128  # accumulator registers per consumer thread
+    ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
     # >>> TODO 12.8: the workspace and the locks
     # a partial sum per stream-K cluster (it has at most one: the start of its last tile), per CTA and
     # consumer, stored register-major so that a warp's 32 stores of one register are 128 contiguous bytes
@@ -378,14 +405,17 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consumer = T.meta_var(wg_id - 1)
-            acc = T.alloc_local((CONSUMER_ROWS * BLK_N // 128,), acc_type)
+            acc = T.alloc_local((ACC,), acc_type)
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, consumer * CONSUMER_ROWS, 0]))
-            encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
-            # >>> TODO 12.10: this consumer's lock, and its thread's place in a partial sum
+            # >>> TODO 12.10: this consumer's part of the tile, its lock, and its thread's place in a partial sum
+            # consumer c's rows of A and columns of B: (64c, all) in a 128-row tile, (all, CONSUMER_N c) in a 64-row one
+            row_0 = T.meta_var(consumer * (BLK_M - CONSUMER_ROWS))
+            col_0 = T.meta_var(consumer * (BLK_N - CONSUMER_N))
+            encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, row_0, 0]))
+            encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, col_0, 0]))
             thread = T.meta_var(warp_id * 32 + lane_id)
             lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS + consumer)
             seen = T.alloc_local((1,), "int32")
@@ -393,13 +423,13 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             while work.valid():
                 for k in range(work.k_begin, work.k_end):
                     tma2mma.wait(consume.stage, consume.phase)
-                    a_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
+                    a_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_M // 128)))
                     # >>> TODO 12.11: a K tile of a unit, at the plan's width
                     b_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_N // 128)))
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
                         wgmma_64xNx16(acc, desc_a[0] + a_offset, desc_b[0] + b_offset, kk,
-                                      (k - work.k_begin) * (BLK_K // MMA_K) + kk != 0, BLK_N)
+                                      (k - work.k_begin) * (BLK_K // MMA_K) + kk != 0, CONSUMER_N)
                     # <<< TODO 12.11
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
@@ -446,6 +476,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             acc[i] = acc[i] + partials[unit, rank, consumer, i, thread]
                 # <<< TODO 12.13
 
+                # >>> TODO 12.14: the writeback at any width
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
                 for half in T.unroll(STAGED_N // EPI_N):
@@ -459,9 +490,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                     T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
                     if warp_id == 0:
                         if T.cuda.elect_sync():
-                            row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
+                            row = T.meta_var(m_st + row_0)
                             for part in T.unroll(EPI_N // 64):
-                                col = T.meta_var(n_st + half * EPI_N + part * 64)
+                                col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
                                 Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
                                               Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
                             T.ptx.cp.async_.bulk.commit_group()
@@ -477,12 +508,13 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                     T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
                     if warp_id == 0:
                         if T.cuda.elect_sync():
-                            row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
+                            row = T.meta_var(m_st + row_0)
                             for part in T.unroll(REST_N // 8):
-                                col = T.meta_var(n_st + STAGED_N + part * 8)
+                                col = T.meta_var(n_st + col_0 + STAGED_N + part * 8)
                                 Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 8],
                                               Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
                             T.ptx.cp.async_.bulk.commit_group()
+                # <<< TODO 12.14
                 work.next(cluster)
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away

@@ -26,7 +26,9 @@ from tvm.script.tirx import tile as Tx
 from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
 from kernel_helpers.todo import todo
 
-BLK_M = 128  # rows of D one CTA computes per unit
+# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128, 64, the consumers splitting
+# its columns: a pair of such CTAs then brings half as much of A into each SM per output
+TILE_ROWS = (128, 64)
 CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
 # the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
 # two CTAs of a pair, whole 8-row swizzle atoms of B
@@ -34,31 +36,43 @@ TILE_WIDTHS = tuple(range(256, 31, -16))
 BLK_K = 64
 
 
-# What the host's choice weighs: the time of one K iteration of a CTA tile w columns wide, in units of a
-# 64-wide one. Its wgmma take 4w cycles of the tensor cores; its loads bring (128 + w) x 128 bytes into the
-# SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at widths 64, 128
-# and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition timed at ten shapes)
-# within 3%; a unit's fixup (its partial sums stored, or read and added) costs about 0.275 w.
-def iteration_cost(width: int) -> float:
-    return max(4 * width, 2 * (128 + width)) / 384
+# What the host's choice weighs: the time of one K iteration of a CTA tile `rows` x `width`, in units of a
+# 128 x 64 one. Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring (rows + width) x
+# 128 bytes into the SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at
+# 128 rows and widths 64, 128 and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition
+# timed at ten shapes) within 3%; a unit's fixup (its partial sums stored, or read and added) costs about
+# 0.275 x width x rows / 128.
+def iteration_cost(rows: int, width: int) -> float:
+    return max(rows * width / 32, 2 * (rows + width)) / 384
 
 
-def fixup_cost(width: int) -> float:
-    return 0.275 * width
+def fixup_cost(rows: int, width: int) -> float:
+    return 0.275 * width * rows / 128
+
+
+# At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
+# and cuBLAS reach at 128 tokens, ncu), 440 KB in the time of one of the units above (0.22 us on the H200). A
+# plan's time is its SMs' plus its DRAM traffic's: A, B and D once, and stream-K's fp32 partial sums, each
+# stored and read back once.
+DRAM_BYTES_PER_UNIT = 440e3
 
 
 # TODO 12.1: a plan: what the host decides for one shape
 #   A frozen dataclass `Decomposition`: what the host decides for one shape before the kernel is built, and what it
-#   costs. The kernel reads it (TODO 12.7: the tile width, one of TILE_WIDTHS, and the CTAs per cluster along M, one of
-#   CLUSTER_SIZES), and so does your WorkUnits. Its cost is the busiest cluster's time in the units of ITERATION_COST,
-#   and a cluster that shares a tile with others pays FIXUP_COST on top: the host compares plans by it.
+#   costs. The kernel reads it (TODO 12.7: the CTA tile's rows, one of TILE_ROWS, the tile width, one of TILE_WIDTHS,
+#   and the CTAs per cluster along M, one of CLUSTER_SIZES), and so does your WorkUnits. Its cost is the busiest
+#   cluster's time in the units of iteration_cost, and a cluster that shares a tile with others pays fixup_cost on
+#   top: the host compares plans by it and by their DRAM traffic (TODO 12.2).
 todo("12.1 a plan: what the host decides for one shape")
 
 
 # TODO 12.2: the host's choice
-#   plan_decomposition(M, N, K, sm_count): the plan the kernel runs when `plan` is None. Weigh every cluster size and
-#   tile width, as whole tiles and as stream-K, by their cost; stream-K only where it promises a clear margin (its cost
-#   grows with K faster than the model counts); of equal costs keep the earlier. The grid is sm_count CTAs, one per SM.
+#   plan_decomposition(M, N, K, sm_count): the plan the kernel runs when `plan` is None. Weigh every CTA height, cluster
+#   size and tile width, as whole tiles and as stream-K, by their cost; stream-K only where it promises a clear margin
+#   (its cost grows with K faster than the model counts), and count each plan's DRAM traffic on top, in units of
+#   DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs only where
+#   M <= 128 (at more rows they ran slower than the model says); of equal costs keep the earlier. The grid is
+#   sm_count CTAs, one per SM.
 todo("12.2 the host's choice")
 
 
@@ -134,20 +148,22 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     acc_type = tvm.DataType("float32")
 
     # TODO 12.7: the plan in the kernel
-    #   The names the kernel below uses for what the plan decided: BLK_N (columns of a cluster tile, the B rows of a
-    #   stage), CLUSTER (CTAs per cluster, stacked along M) and K_TILES (K tiles of a tile); `plan`, when given,
-    #   replaces the host's choice (TODO 12.2).
+    #   The names the kernel below uses for what the plan decided: BLK_M (rows of a CTA tile: 128, whose consumers
+    #   take 64 rows each, or 64, whose consumers take half the columns each), BLK_N (columns of a cluster tile, the B
+    #   rows of a stage), CLUSTER (CTAs per cluster, stacked along M) and K_TILES (K tiles of a tile); `plan`, when
+    #   given, replaces the host's choice (TODO 12.2).
     todo("12.7 the plan in the kernel")
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
     NUM_CONSUMERS = 2
-    CONSUMER_ROWS = BLK_M // NUM_CONSUMERS  # rows of the CTA tile each consumer owns
+    CONSUMER_ROWS = 64  # rows of the CTA tile each consumer owns: one wgmma's
+    CONSUMER_N = BLK_N if BLK_M == 2 * CONSUMER_ROWS else BLK_N // 2  # and its columns: all, or half of a 64-row tile
     # Each consumer writes its 64 x BLK_N rows in pieces: EPI_N columns at a time through a 128B-swizzled
     # staging tile (a box spans at most 64 columns), then the last REST_N (BLK_N % 64: 16, 32 or 48) through an
     # unswizzled one, whose 8-column slices are 1 KiB each and contiguous
-    EPI_N = 128 if BLK_N % 128 == 0 else 64
-    REST_N = BLK_N % 64
-    STAGED_N = BLK_N - REST_N
+    EPI_N = 128 if CONSUMER_N % 128 == 0 else 64
+    REST_N = CONSUMER_N % 64
+    STAGED_N = CONSUMER_N - REST_N
     REST_COLS = max(REST_N, 8)  # the unswizzled staging tile's columns (8 where there is no rest: it is unused)
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
     EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2 + 1024  # the staging tiles, the barriers
@@ -240,21 +256,24 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, consumer * CONSUMER_ROWS, 0]))
-            encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, 0, 0]))
-            # TODO 12.10: this consumer's lock, and its thread's place in a partial sum
-            #   The names TODOs 12.12-12.13 use: this thread's index in its warpgroup, the index into locks of the
-            #   counter for the current unit's tile, this CTA and this consumer (a T.meta_var: it follows work.tile),
-            #   and a one-element int32 register the waiting thread reads the lock into.
-            todo("12.10 this consumer's lock, and its thread's place in a partial sum")
+            # TODO 12.10: this consumer's part of the tile, its lock, and its thread's place in a partial sum
+            #   desc_a and desc_b (step 11's encode_sw128_desc) at the first row of A and the first row of B this consumer
+            #   multiplies, and the names the writeback uses for where its part of the tile starts (row_0, col_0): in a
+            #   128-row tile each consumer owns 64 rows and every column (step 11); in a 64-row tile both own its rows and
+            #   each owns CONSUMER_N of its BLK_N columns. Then the names TODOs 12.12-12.13 use: this thread's index in
+            #   its warpgroup, the index into locks of the counter for the current unit's tile, this CTA and this
+            #   consumer (a T.meta_var: it follows work.tile), and a one-element int32 register the waiting thread reads
+            #   the lock into.
+            todo("12.10 this consumer's part of the tile, its lock, and its thread's place in a partial sum")
             while work.valid():
                 for k in range(work.k_begin, work.k_end):
                     tma2mma.wait(consume.stage, consume.phase)
-                    a_offset = T.meta_var(T.Cast("uint64", consume.stage * STAGE_DESC_STEP))
+                    a_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_M // 128)))
                     # TODO 12.11: a K tile of a unit, at the plan's width
                     #   Step 11's wgmma of one K tile (fence, then BLK_K // MMA_K instructions on this stage) for a B
-                    #   tile of BLK_N rows (wgmma_64xNx16) and a unit that may begin at any K tile of its tile: the
-                    #   unit's first K tile overwrites the accumulator, every later one adds to it.
+                    #   stage of BLK_N rows, of which this consumer multiplies CONSUMER_N (wgmma_64xNx16; desc_b starts
+                    #   at its first), and a unit that may begin at any K tile of its tile: the unit's first K tile
+                    #   overwrites the accumulator, every later one adds to it.
                     todo("12.11 a K tile of a unit, at the plan's width")
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
@@ -289,43 +308,13 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                 #   API: T.ptx.ld.acquire.gpu.global_.b32, work.first_unit().
                 todo("12.13 the final range: wait for the partial sums, add them")
 
-                # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
-                # the previous tile's TMA store must have finished reading Dsmem
-                for half in T.unroll(STAGED_N // EPI_N):
-                    if warp_id == 0:
-                        T.ptx.cp.async_.bulk.wait_group.read(0)
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    for i in T.unroll(EPI_N // 2):
-                        Dsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
-                            acc[half * (EPI_N // 2) + i], d_type)
-                    T.ptx.fence.proxy.async_.shared__cta()
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    if warp_id == 0:
-                        if T.cuda.elect_sync():
-                            row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
-                            for part in T.unroll(EPI_N // 64):
-                                col = T.meta_var(n_st + half * EPI_N + part * 64)
-                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
-                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
-                            T.ptx.cp.async_.bulk.commit_group()
-                if REST_N > 0:
-                    # ---- the last REST_N columns: unswizzled staging, one 8-column box per 1 KiB ----
-                    if warp_id == 0:
-                        T.ptx.cp.async_.bulk.wait_group.read(0)
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    for i in T.unroll(REST_N // 2):
-                        Rsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
-                            acc[STAGED_N // 2 + i], d_type)
-                    T.ptx.fence.proxy.async_.shared__cta()
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    if warp_id == 0:
-                        if T.cuda.elect_sync():
-                            row = T.meta_var(m_st + consumer * CONSUMER_ROWS)
-                            for part in T.unroll(REST_N // 8):
-                                col = T.meta_var(n_st + STAGED_N + part * 8)
-                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 8],
-                                              Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
-                            T.ptx.cp.async_.bulk.commit_group()
+                # TODO 12.14: the writeback at any width
+                #   Step 11's writeback of this consumer's 64 x CONSUMER_N part of the tile, from row_0 and col_0 of the
+                #   CTA tile: EPI_N columns at a time through Dsmem while they last (STAGED_N), then the last REST_N
+                #   (CONSUMER_N % 64, when not 0) through Rsmem. Contract: every column of the part is stored once, by
+                #   a TMA store. Trap: a TMA box under the 128-byte swizzle spans at most 64 columns and its shared
+                #   slice must be contiguous: REST_N columns of Dsmem are not; Rsmem's 8-column slices are.
+                todo("12.14 the writeback at any width")
                 work.next(cluster)
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away
