@@ -568,6 +568,10 @@ VARIANTS: tuple[Variant, ...] = (
 # the values computed.
 # tests/test_known_bad_gpu.py runs them on a Hopper GPU.
 GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
+    # Open (H100, 2026-11-27 evening, after the tile widths and 64-row tiles): this variant and the next one PASSED
+    # the GPU grade: at every correctness shape their plan_decomposition gives the reference's plan, so no graded
+    # run differs. Shapes where they do differ (CPU): 64x264x1000 (split-K x2 for whole tiles), 64x264x2048
+    # (ranges of under 8 K tiles); whether the grade catches them there is unmeasured.
     # the model forgets what sharing a tile costs: stream-K where whole tiles are faster (2048^3: 0.84x against 0.98x)
     Variant("hopper-12-cost-without-the-fixup", "hopper", 12,
             r"fixup = fixup_cost\(self\.tile_m, self\.tile_n\) if self\.sk_units else 0\.0", "fixup = 0.0",
