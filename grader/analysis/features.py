@@ -271,7 +271,8 @@ CHECKS["hopper"].update(
         9: [WGMMA] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_256, CLUSTER_PAIR, MULTICAST_TMA],
         **{step: [WGMMA_256] + _HOPPER_SPECIALIZED + [FULL_RING, THREADS_384, CLUSTER_PAIR, MULTICAST_TMA, TWO_CONSUMERS]
            for step in (10, 11)},  # step 11 changes only the edges
-        # step 12 picks per shape the tile width (its wgmma is m64nNk16: a consumer's columns, a multiple of 8 from 16 to 256) and whether CTAs pair
+        # step 12 picks per shape the tile's rows and width (its wgmma is m64nNk16, N a consumer's columns) and
+        # whether CTAs pair
         12: [WGMMA_PER_SHAPE] + _HOPPER_SPECIALIZED + [THREADS_384, TWO_CONSUMERS],
     }
 )

@@ -110,11 +110,12 @@ def dram_cost(M: int, N: int, K: int, plan: Decomposition) -> float:
 
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     """The host's choice for one shape: of whole tiles and stream-K, for each CTA height, cluster size
-    and tile width, the decomposition that finishes first (its busiest cluster's estimated_cost plus
-    its DRAM traffic's, stream-K's times STREAM_K_MARGIN); on a tie the earlier (128 rows first, pairs first, wider first, whole tiles
-    first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave, at
-    the price of a fixup per unit. 64-row CTAs only where M <= 128: at 256 tokens the model rates them
-    as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64)."""
+    and tile width, the decomposition that finishes first: its busiest cluster's estimated_cost
+    (stream-K's times STREAM_K_MARGIN) plus its DRAM traffic's; on a tie the earlier (128 rows first,
+    pairs first, wider first, whole tiles first). Narrower tiles fill the GPU at small M as cuBLAS's
+    do; stream-K evens out the last wave, at the price of a fixup per unit. 64-row CTAs only where M
+    <= 128: at 256 tokens the model rates them as 128-row ones, and they ran 2-6% slower
+    (experiments/every_shape/h100-rows64)."""
     k_tiles = -(-K // BLK_K)
     candidates = []
     for rows in TILE_ROWS:
@@ -276,8 +277,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     order differs from a data-parallel tile's, so the result is within the grader's tolerance of the
     fp32 reference, not bit-equal to step 11.
 
-    Memory the host allocates once (build.launcher, zeroed): partials, 64 KiB x tile_m x tile_n / 128^2 per CTA
-    and stream-K cluster (up to 16.5 MiB at 132 SMs and 256-wide tiles); locks, 4 bytes per stream-K
+    Memory the host allocates once (build.launcher, zeroed): partials, 64 KiB x tile_m x tile_n / 128^2
+    per CTA and stream-K cluster (up to 16.5 MiB at 132 SMs and 128 x 256 tiles); locks, 4 bytes per stream-K
     tile, CTA and consumer. A launch leaves every lock at 0 again, so no memset precedes a call.
 
     Measured on an H100 (docs/ladder-h100.md, experiments/every_shape/h100-rows64 and h100-widths; one
@@ -306,8 +307,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = 64  # rows of the CTA tile each consumer owns: one wgmma's
     CONSUMER_N = BLK_N if BLK_M == 2 * CONSUMER_ROWS else BLK_N // 2  # and its columns: all, or half of a 64-row tile
-    # Each consumer writes its 64 x BLK_N rows in pieces: EPI_N columns at a time through a 128B-swizzled
-    # staging tile (a box spans at most 64 columns), then the last REST_N (BLK_N % 64: 16, 32 or 48) through an
+    # Each consumer writes its 64 x CONSUMER_N part in pieces: EPI_N columns at a time through a 128B-swizzled
+    # staging tile (a box spans at most 64 columns), then the last REST_N (a multiple of 8 below 64) through an
     # unswizzled one, whose 8-column slices are 1 KiB each and contiguous
     EPI_N = 128 if CONSUMER_N % 128 == 0 else 64
     REST_N = CONSUMER_N % 64

@@ -158,8 +158,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     NUM_CONSUMERS = 2
     CONSUMER_ROWS = 64  # rows of the CTA tile each consumer owns: one wgmma's
     CONSUMER_N = BLK_N if BLK_M == 2 * CONSUMER_ROWS else BLK_N // 2  # and its columns: all, or half of a 64-row tile
-    # Each consumer writes its 64 x BLK_N rows in pieces: EPI_N columns at a time through a 128B-swizzled
-    # staging tile (a box spans at most 64 columns), then the last REST_N (BLK_N % 64: 16, 32 or 48) through an
+    # Each consumer writes its 64 x CONSUMER_N part in pieces: EPI_N columns at a time through a 128B-swizzled
+    # staging tile (a box spans at most 64 columns), then the last REST_N (a multiple of 8 below 64) through an
     # unswizzled one, whose 8-column slices are 1 KiB each and contiguous
     EPI_N = 128 if CONSUMER_N % 128 == 0 else 64
     REST_N = CONSUMER_N % 64
@@ -257,10 +257,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
             # TODO 12.10: this consumer's part of the tile, its lock, and its thread's place in a partial sum
-            #   desc_a and desc_b (step 11's encode_sw128_desc) at the first row of A and the first row of B this consumer
-            #   multiplies, and the names the writeback uses for where its part of the tile starts (row_0, col_0): in a
-            #   128-row tile each consumer owns 64 rows and every column (step 11); in a 64-row tile both own its rows and
-            #   each owns CONSUMER_N of its BLK_N columns. Then the names TODOs 12.12-12.13 use: this thread's index in
+            #   desc_a and desc_b (step 11's encode_sw128_desc) at the first row of A and the first row of B this
+            #   consumer multiplies, and the names the writeback uses for where its part of the tile starts (row_0,
+            #   col_0): in a 128-row tile each consumer owns 64 rows and every column (step 11); in a 64-row tile both
+            #   own its rows and each owns CONSUMER_N of its BLK_N columns. Then the names TODOs 12.12-12.13 use: this thread's index in
             #   its warpgroup, the index into locks of the counter for the current unit's tile, this CTA and this
             #   consumer (a T.meta_var: it follows work.tile), and a one-element int32 register the waiting thread reads
             #   the lock into.
