@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO, TRACK_ARCH, build_step
 from grader.analysis import features
+from grader.core import build
 from grader.core.steps import DEFAULT_SM_COUNT, STEPS, ShapeRule, static_check_shape
 from grader.judge.grade import PROTOCOL_HEADER, Config, grade_step
 from known_bad import BUILD, GPU_ONLY, GPU_ONLY_VARIANTS, SIMULATED, VARIANTS, Variant
@@ -117,6 +118,28 @@ def test_every_todo_of_step_12_has_a_known_bad_variant_on_the_cpu_or_the_gpu():
         assert variant.source() != (REPO / "solutions" / "hopper" / STEPS["hopper"][12].file_name).read_text()
     todos = _todos("hopper", 12)
     assert {v.todo for v in gpu_only + cpu} == todos, sorted(todos - {v.todo for v in gpu_only + cpu})
+
+
+# the TODOs of step 12 whose code runs on the host: the plan, its cost, stream-K's ranges
+_HOST_TODOS = {"12.1", "12.2", "12.3"}
+
+
+@pytest.mark.parametrize("variant", [v for v in GPU_ONLY_VARIANTS if v.todo in _HOST_TODOS],
+                         ids=lambda v: v.name)
+def test_a_gpu_only_plan_mistake_changes_the_plan_at_a_graded_shape(tmp_path, variant: Variant):
+    """A mistake in the host's choice is seen by the grade only where it changes the plan: at a graded shape
+    (correctness or timing) the mistaken plan_decomposition must differ from the reference's, or the variant
+    passes the GPU grade and tests nothing (two did, after the plan gained tile widths)."""
+    spec = STEPS["hopper"][12]
+    sm_count = DEFAULT_SM_COUNT["sm_90a"]
+    mistaken = build.kernel_factory(variant.write(tmp_path / "steps"), "hopper", spec).__globals__
+    reference = build.kernel_factory(REPO / "solutions", "hopper", spec).__globals__
+    def plan(module, shape):  # as values: the two modules' Decomposition classes are not the same class
+        return dataclasses.astuple(module["plan_decomposition"](*shape, sm_count))
+
+    changed = [shape for shape in spec.correctness_shapes + spec.timing_shapes
+               if plan(mistaken, shape) != plan(reference, shape)]
+    assert changed, f"{variant.name} plans as the reference does at every graded shape"
 
 
 def test_a_cpu_grade_of_a_ragged_step_builds_its_smallest_shape_where_tma_auto_is_refused(tmp_path):
