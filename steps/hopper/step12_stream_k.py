@@ -176,7 +176,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
     TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
-    ACC = CONSUMER_ROWS * BLK_N // 128  # accumulator registers per consumer thread
+    ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
     # TODO 12.8: the workspace and the locks
     #   PARTIALS and LOCKS: the shapes of the two buffers the kernel takes after D. The grader allocates them once,
     #   zeroed, and passes the same ones to every launch. partials (fp32): room for every partial sum a launch leaves
@@ -251,7 +251,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
             T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
             consumer = T.meta_var(wg_id - 1)
-            acc = T.alloc_local((CONSUMER_ROWS * BLK_N // 128,), acc_type)
+            acc = T.alloc_local((ACC,), acc_type)
             consume = PipelineState(PIPE_DEPTH, 0)
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
