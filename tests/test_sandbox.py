@@ -315,3 +315,19 @@ def test_an_unknown_sandbox_mode_is_one_line_and_exit_2():
     assert done.returncode == 2
     assert "GRADER_SANDBOX must be auto, bwrap, user, none, not 'off'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can run a child as another user")
+def test_a_python_the_unprivileged_user_cannot_run_is_one_line_and_exit_2(tmp_path):
+    """GRADER_SANDBOX=user with a Python inside a folder only root may enter (a virtual environment linked from
+    elsewhere): the probe says so in one line, where the first child's start raised a traceback."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "env").symlink_to(sys.prefix)
+    python = private / "env" / "bin" / Path(sys.executable).name
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "GRADER_SANDBOX": "user"}
+    done = subprocess.run([str(python), "-m", "grader", "--step", "1", "--track", TRACK], cwd=REPO,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"GRADER_SANDBOX=user, but user {sandbox.UNPRIVILEGED_USER} cannot run {python}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr

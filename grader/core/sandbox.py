@@ -462,7 +462,15 @@ def _user_problem() -> str | None:
         pwd.getpwnam(UNPRIVILEGED_USER)
     except KeyError:
         return f"there is no user {UNPRIVILEGED_USER}"
-    return None
+    # the Python must be one that user can run (not one inside a folder only root may enter)
+    try:
+        done = subprocess.run([sys.executable, "-s", "-B", "-c", "pass"], capture_output=True, text=True,
+                              timeout=60, cwd="/", **Confinement("user").popen_arguments())
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"user {UNPRIVILEGED_USER} cannot run {sys.executable} ({err})"
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return None if done.returncode == 0 else (f"user {UNPRIVILEGED_USER} cannot run {sys.executable} ("
+                                              + (lines[-1] if lines else f"exit status {done.returncode}") + ")")
 
 
 def this_gpu() -> Gpu | None:
