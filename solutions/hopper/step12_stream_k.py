@@ -44,8 +44,9 @@ def fixup_cost(rows: int, width: int) -> float:
 
 # At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
 # and cuBLAS reach at 128 tokens, ncu), 440 KB in the time of one of the units above (0.22 us on the H200). A
-# plan's time is its SMs' plus its DRAM traffic's: A, B and D once, and stream-K's fp32 partial sums, each
-# stored and read back once.
+# plan's DRAM traffic: A, B and D once, and stream-K's fp32 partial sums, each stored and read back once. The
+# SMs' time and the DRAM's overlap, neither wholly: a plan takes about the root of the sum of their squares
+# (more than the larger, less than the sum; experiments/every_shape/README.md: the measured plans).
 DRAM_BYTES_PER_UNIT = 440e3
 
 
@@ -111,11 +112,12 @@ def dram_cost(M: int, N: int, K: int, plan: Decomposition) -> float:
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     """The host's choice for one shape: of whole tiles and stream-K, for each CTA height, cluster size
     and tile width, the decomposition that finishes first: its busiest cluster's estimated_cost
-    (stream-K's times STREAM_K_MARGIN) plus its DRAM traffic's; on a tie the earlier (128 rows first,
-    pairs first, wider first, whole tiles first). Narrower tiles fill the GPU at small M as cuBLAS's
-    do; stream-K evens out the last wave, at the price of a fixup per unit. 64-row CTAs only where M
-    <= 128: at 256 tokens the model rates them as 128-row ones, and they ran 2-6% slower
-    (experiments/every_shape/h100-rows64)."""
+    (stream-K's times STREAM_K_MARGIN) and its DRAM traffic's, overlapped (the root of the sum of
+    their squares: 128x3584x18944 takes 64-row pairs, measured 1.03x cuBLAS, where their sum took
+    stream-K, 0.94x); on a tie the earlier (128 rows first, pairs first, wider first, whole tiles
+    first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave,
+    at the price of a fixup per unit. 64-row CTAs only where M <= 128: at 256 tokens the model rates
+    them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64)."""
     k_tiles = -(-K // BLK_K)
     candidates = []
     for rows in TILE_ROWS:
@@ -126,8 +128,8 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
                 tiles = -(-M // (rows * cluster)) * -(-N // tile_n)
                 candidates += [Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0),
                                stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows)]
-    return min(candidates, key=lambda plan: plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0)
-               + dram_cost(M, N, K, plan))
+    return min(candidates, key=lambda plan: ((plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0)) ** 2
+                                             + dram_cost(M, N, K, plan) ** 2) ** 0.5)
 # <<< TODO 12.2
 
 

@@ -52,8 +52,9 @@ def fixup_cost(rows: int, width: int) -> float:
 
 # At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
 # and cuBLAS reach at 128 tokens, ncu), 440 KB in the time of one of the units above (0.22 us on the H200). A
-# plan's time is its SMs' plus its DRAM traffic's: A, B and D once, and stream-K's fp32 partial sums, each
-# stored and read back once.
+# plan's DRAM traffic: A, B and D once, and stream-K's fp32 partial sums, each stored and read back once. The
+# SMs' time and the DRAM's overlap, neither wholly: a plan takes about the root of the sum of their squares
+# (more than the larger, less than the sum; experiments/every_shape/README.md: the measured plans).
 DRAM_BYTES_PER_UNIT = 440e3
 
 
@@ -69,7 +70,7 @@ todo("12.1 a plan: what the host decides for one shape")
 # TODO 12.2: the host's choice
 #   plan_decomposition(M, N, K, sm_count): the plan the kernel runs when `plan` is None. Weigh every CTA height, cluster
 #   size and tile width, as whole tiles and as stream-K, by their cost; stream-K only where it promises a clear margin
-#   (its cost grows with K faster than the model counts), and count each plan's DRAM traffic on top, in units of
+#   (its cost grows with K faster than the model counts), and weigh each plan's DRAM traffic with it, in units of
 #   DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs only where
 #   M <= 128 (at more rows they ran slower than the model says); of equal costs keep the earlier. The grid is
 #   sm_count CTAs, one per SM.
@@ -259,11 +260,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             # TODO 12.10: this consumer's part of the tile, its lock, and its thread's place in a partial sum
             #   desc_a and desc_b (step 11's encode_sw128_desc) at the first row of A and the first row of B this
             #   consumer multiplies, and the names the writeback uses for where its part of the tile starts (row_0,
-            #   col_0): in a 128-row tile each consumer owns 64 rows and every column (step 11); in a 64-row tile both
-            #   own its rows and each owns CONSUMER_N of its BLK_N columns. Then the names TODOs 12.12-12.13 use: this thread's index in
-            #   its warpgroup, the index into locks of the counter for the current unit's tile, this CTA and this
-            #   consumer (a T.meta_var: it follows work.tile), and a one-element int32 register the waiting thread reads
-            #   the lock into.
+            #   col_0): in a 128-row tile each consumer owns 64 rows and every column (step 11); in a 64-row tile
+            #   both own its rows and each owns CONSUMER_N of its BLK_N columns. Then the names TODOs 12.12-12.13
+            #   use: this thread's index in its warpgroup, the index into locks of the counter for the current
+            #   unit's tile, this CTA and this consumer (a T.meta_var: it follows work.tile), and a one-element
+            #   int32 register the waiting thread reads the lock into.
             todo("12.10 this consumer's part of the tile, its lock, and its thread's place in a partial sum")
             while work.valid():
                 for k in range(work.k_begin, work.k_end):
