@@ -259,9 +259,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             desc_b = T.alloc_local((1,), "uint64")
             # TODO 12.10: this consumer's part of the tile, its lock, and its thread's place in a partial sum
             #   desc_a and desc_b (step 11's encode_sw128_desc) at the first row of A and the first row of B this
-            #   consumer multiplies, and the names the writeback uses for where its part of the tile starts (row_0,
-            #   col_0): in a 128-row tile each consumer owns 64 rows and every column (step 11); in a 64-row tile
-            #   both own its rows and each owns CONSUMER_N of its BLK_N columns. Then the names TODOs 12.12-12.13
+            #   consumer multiplies, and the names the writeback uses for where its part starts within the CTA
+            #   tile (row_0, col_0): in a 128-row tile each consumer owns 64 rows and every column (step 11); in a
+            #   64-row tile both own its rows and each owns CONSUMER_N of its BLK_N columns (a multiple of 8: whole
+            #   8-row swizzle atoms of the B stage, where a descriptor may start). Then the names TODOs 12.12-12.13
             #   use: this thread's index in its warpgroup, the index into locks of the counter for the current
             #   unit's tile, this CTA and this consumer (a T.meta_var: it follows work.tile), and a one-element
             #   int32 register the waiting thread reads the lock into.
