@@ -4,7 +4,8 @@ python experiments/every_shape/check_and_time.py --steps 10,11,12 --shapes 256x4
     [--plans dp256,dp128,dp64,sk256,sk128]
 
 --plans adds step 12 built with other decompositions than its own choice (dpW: whole tiles W columns
-wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA), timed in the same run.
+wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA; a q suffix: whole tiles in clusters of
+2 x 2 CTAs, with --impl experiments/every_shape/cluster2x2), timed in the same run.
 
 Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
 and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
@@ -36,6 +37,11 @@ def forced_plan(module, name: str, shape, sm_count: int):
     """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs), dpWc1 or skWc1 (of 1); an r64
     after the width (dp64r64c1): CTA tiles of 64 rows, else 128."""
     m, n, k = shape
+    if name.endswith("q"):  # clusters of 2 x 2 CTAs (experiments/every_shape/cluster2x2): whole tiles, 30 clusters
+        width, _, rows = name[2:-1].partition("r")
+        width, rows = int(width), int(rows or 128)
+        tiles = -(-m // (2 * rows)) * -(-n // (2 * width))
+        return module.Decomposition(rows, width, 4, tiles, -(-k // module.BLK_K), 30, 0, 0, cluster_n=2)
     width, _, single = name[2:].partition("c")
     width, _, rows = width.partition("r")
     width, cluster, rows = int(width), 1 if single else 2, int(rows or 128)
