@@ -7,6 +7,7 @@ IMPL=solutions`); what is tested here is what the host decides and what the grad
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -88,6 +89,26 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     # N = 4608: widths of 64, 128 or 256 give 72, 36 or 18 pair tiles for 66 pairs; 80 columns give 58
     qwen_qkv = module.plan_decomposition(256, 4608, 3584, 132)
     assert qwen_qkv.sk_units == 0 and qwen_qkv.clusters >= qwen_qkv.tiles >= 0.85 * qwen_qkv.clusters
+    # a weight stream at 128 tokens and long K: whole 64-row pairs (1.02x cuBLAS on the H100), not stream-K (0.94x)
+    qwen_down = module.plan_decomposition(128, 3584, 18944, 132)
+    assert (qwen_down.tile_m, qwen_down.cluster, qwen_down.sk_units) == (64, 2, 0)
+
+
+def test_the_plans_time_ranks_the_measured_plans_as_well_as_the_sum_or_the_larger_of_its_two_costs():
+    """experiments/every_shape/model_regret.py over the committed H100 measurements: the plan's time (the root of
+    the sum of the squares of the SMs' and DRAM's costs) picks plans no slower, in geometric mean, than the sum
+    (the model before) or the larger of the two would."""
+    sys.path.insert(0, str(REPO / "experiments" / "every_shape"))
+    import model_regret
+
+    def mean_regret(combine):
+        found = model_regret.regrets(combine)
+        assert len(found) >= 20
+        return sum(math.log(regret) for _, _, regret in found.values()) / len(found)
+
+    chosen = mean_regret(model_regret.COMBINATIONS["root of the sum of squares"])
+    assert chosen <= mean_regret(model_regret.COMBINATIONS["sum"])
+    assert chosen <= mean_regret(model_regret.COMBINATIONS["max"])
 
 
 def test_blackwell_step_12_keeps_the_pair_tile_and_deals_k_where_whole_tiles_idle():

@@ -6,7 +6,8 @@ first's time over the second's ("regret"), for ways of combining the SMs' cost w
 
 Plans are named as check_and_time.py's --plans (dp64r64, sk112c1, ...); a run's own plan ("step12") counts in the
 runs made with the model of 2026-11-27 evening (h100-rows64, h100-clusters: the SMs' and DRAM's costs summed), named
-as today's model names it, but at 128x3584x18944, where the two differ.
+as today's model names it, but at 128x3584x18944, where the two differ; and in the runs made with today's model
+(h100-hypot, h100-cluster2x2).
 Repeated measurements of a plan are averaged. Plans the model never proposes (64-row tiles at M > 128) are ranked
 too: the regret is of the ranking, not of the model's candidate list.
 """
@@ -28,6 +29,7 @@ from grader.core.steps import STEPS  # noqa: E402
 
 SM_COUNT = 132
 RUNS_WITH_THE_SUMMED_MODEL = ("h100-rows64", "h100-clusters")
+RUNS_WITH_TODAYS_MODEL = ("h100-hypot", "h100-cluster2x2")
 SUMMED_MODEL_DIFFERS = {(128, 3584, 18944): "sk112c1"}  # where today's model picks otherwise
 COMBINATIONS = {
     "sum": lambda sm, dram: sm + dram,
@@ -52,35 +54,49 @@ def measured(module: dict) -> dict[tuple, dict[str, float]]:
                 continue
             shape = tuple(int(x) for x in row["shape"].split("x"))
             for label, ms in row.get("ms", {}).items():
-                if label.startswith("step12-") and not label.endswith("n"):  # ...n: the A-multicast experiment
+                # ...n, ...q: the A-multicast and 2x2-cluster experiments, not plans of step 12
+                if label.startswith("step12-") and not label.endswith(("n", "q")):
                     name = label[len("step12-"):]
                 elif label == "step12" and any(run in path for run in RUNS_WITH_THE_SUMMED_MODEL):
                     name = SUMMED_MODEL_DIFFERS.get(shape) or plan_name(module["plan_decomposition"](*shape, SM_COUNT))
+                elif label == "step12" and any(run in path for run in RUNS_WITH_TODAYS_MODEL):
+                    name = plan_name(module["plan_decomposition"](*shape, SM_COUNT))
                 else:
                     continue
                 times.setdefault(shape, {}).setdefault(name, []).append(ms / row["ms"]["cublas"])
     return {shape: {name: sum(v) / len(v) for name, v in plans.items()} for shape, plans in times.items()}
 
 
-def main() -> None:
+def regrets(combine) -> dict[tuple, tuple[str, str, float]]:
+    """{shape: (the plan the model picks, the fastest, the first's time over the second's)} with `combine`
+    (sm cost, dram cost) -> time."""
     module = build.kernel_factory(REPO / "solutions", "hopper", STEPS["hopper"][12]).__globals__
-    points = {shape: plans for shape, plans in measured(module).items() if len(plans) > 1}
+    found = {}
+    for shape, plans in sorted(measured(module).items()):
+        if len(plans) < 2:
+            continue
+
+        def key(name):
+            plan = forced_plan(type("m", (), module), name, shape, SM_COUNT)
+            sm = plan.estimated_cost * (module["STREAM_K_MARGIN"] if plan.sk_units else 1.0)
+            # ties as the model breaks them: 128 rows, pairs, wider, whole tiles first
+            return (round(combine(sm, module["dram_cost"](*shape, plan)), 6), -plan.tile_m, -plan.cluster,
+                    -plan.tile_n, plan.sk_units > 0)
+        pick, best = min(plans, key=key), min(plans, key=plans.get)
+        found[shape] = (pick, best, plans[pick] / plans[best])
+    return found
+
+
+def main() -> None:
     for label, combine in COMBINATIONS.items():
-        regrets = []
-        for shape, plans in sorted(points.items()):
-            def key(name):
-                plan = forced_plan(type("m", (), module), name, shape, SM_COUNT)
-                sm = plan.estimated_cost * (module["STREAM_K_MARGIN"] if plan.sk_units else 1.0)
-                # ties as the model breaks them: 128 rows, pairs, wider, whole tiles first
-                return (round(combine(sm, module["dram_cost"](*shape, plan)), 6), -plan.tile_m, -plan.cluster,
-                        -plan.tile_n, plan.sk_units > 0)
-            pick, best = min(plans, key=key), min(plans, key=plans.get)
-            regrets.append(plans[pick] / plans[best])
+        found = regrets(combine)
+        for shape, (pick, best, regret) in found.items():
             if pick != best:
-                print(f"  {label}: {'x'.join(map(str, shape))} picks {pick}, fastest {best}: {regrets[-1]:.3f}")
-        mean = math.exp(sum(map(math.log, regrets)) / len(regrets))
-        print(f"{label}: the fastest measured plan at {sum(r == 1 for r in regrets)} of {len(regrets)} shapes; "
-              f"regret geometric mean {mean:.4f}, worst {max(regrets):.3f}")
+                print(f"  {label}: {'x'.join(map(str, shape))} picks {pick}, fastest {best}: {regret:.3f}")
+        ratios = [regret for _, _, regret in found.values()]
+        mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"{label}: the fastest measured plan at {sum(r == 1 for r in ratios)} of {len(ratios)} shapes; "
+              f"regret geometric mean {mean:.4f}, worst {max(ratios):.3f}")
 
 
 if __name__ == "__main__":
