@@ -5,7 +5,8 @@ python experiments/every_shape/check_and_time.py --steps 10,11,12 --shapes 256x4
 
 --plans adds step 12 built with other decompositions than its own choice (dpW: whole tiles W columns
 wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA; a q suffix: whole tiles in clusters of
-2 x 2 CTAs, with --impl experiments/every_shape/cluster2x2), timed in the same run.
+2 x 2 CTAs, with --impl experiments/every_shape/cluster2x2; an sN suffix after a dp plan: at most N pipeline
+stages, with --impl experiments/every_shape/stages), timed in the same run.
 
 Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
 and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
@@ -17,6 +18,7 @@ and cuBLAS are timed in one interleaved run (the grader's timing: L2 flushed, me
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -37,6 +39,9 @@ def forced_plan(module, name: str, shape, sm_count: int):
     """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs), dpWc1 or skWc1 (of 1); an r64
     after the width (dp64r64c1): CTA tiles of 64 rows, else 128."""
     m, n, k = shape
+    name, _, stages = name.partition("s") if name.startswith("dp") else (name, "", "")
+    if stages:  # at most this many pipeline stages (experiments/every_shape/stages)
+        return dataclasses.replace(forced_plan(module, name, shape, sm_count), max_stages=int(stages))
     if name.endswith("q"):  # clusters of 2 x 2 CTAs (experiments/every_shape/cluster2x2): whole tiles, 30 clusters
         width, _, rows = name[2:-1].partition("r")
         width, rows = int(width), int(rows or 128)
