@@ -1,0 +1,47 @@
+"""Write experiments/every_shape/ring_epilogue/hopper/step12_stream_k.py: step 12 whose writeback stages D in the
+pipeline's ring instead of tiles of its own, where each cluster has at most one whole tile (its loads have all
+landed and been used when the writeback starts), so that the shared memory of the staging tiles goes to one more
+stage. An experiment, not a step: at 256 tokens one stage fewer cost 5-6% (h100-stages/); check_and_time.py's plan
+suffix e (dp64e) asks for it.
+
+    python experiments/every_shape/ring_epilogue/make_variant.py
+"""
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parents[2] / "solutions" / "hopper" / "step12_stream_k.py"
+
+EDITS = [
+    ("""    sk_units: int
+""", """    sk_units: int
+    epilogue_in_ring: bool = False  # stage D in the pipeline's ring (one whole tile per cluster at most)
+"""),
+    ("""    EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2 + 1024  # the staging tiles, the barriers
+""", """    EPILOGUE_SMEM = NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2 + 1024  # the staging tiles, the barriers
+    if plan.epilogue_in_ring:
+        assert plan.sk_units == 0 and plan.tiles <= plan.clusters, "the ring is free only after a cluster's last tile"
+        EPILOGUE_SMEM = 1024
+"""),
+    ("""        Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+""", """        if plan.epilogue_in_ring:
+            pool.move_base_to(1024)  # over the ring's first stages: every load into them has landed and been used
+        Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+"""),
+]
+
+
+def main() -> None:
+    text = SOURCE.read_text()
+    for old, new in EDITS:
+        if text.count(old) != 1:
+            raise SystemExit(f"make_variant: the solution no longer has:\n{old}")
+        text = text.replace(old, new)
+    out = HERE / "hopper" / SOURCE.name
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
