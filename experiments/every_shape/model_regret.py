@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -54,8 +55,9 @@ def measured(module: dict) -> dict[tuple, dict[str, float]]:
                 continue
             shape = tuple(int(x) for x in row["shape"].split("x"))
             for label, ms in row.get("ms", {}).items():
-                # ...n, ...q: the A-multicast and 2x2-cluster experiments, not plans of step 12
-                if label.startswith("step12-") and not label.endswith(("n", "q")):
+                # dpW / skW, r64, c1: plans of step 12; other suffixes are experiments (A multicast, 2x2
+                # clusters, capped stages, D in the ring)
+                if re.fullmatch(r"step12-(dp|sk)\d+(r64)?(c1)?", label):
                     name = label[len("step12-"):]
                 elif label == "step12" and any(run in path for run in RUNS_WITH_THE_SUMMED_MODEL):
                     name = SUMMED_MODEL_DIFFERS.get(shape) or plan_name(module["plan_decomposition"](*shape, SM_COUNT))
