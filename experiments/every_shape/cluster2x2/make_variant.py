@@ -7,10 +7,13 @@ clusters an H100 holds at once).
     python experiments/every_shape/cluster2x2/make_variant.py
 """
 
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE.parents[2] / "solutions" / "hopper" / "step12_stream_k.py"
+sys.path.insert(0, str(HERE.parent))
+
+from variant import write_variant  # noqa: E402
 
 EDITS = [
     # the grid: the plan's clusters only (33 clusters of 4 would not all be resident on an H100: 30 are)
@@ -62,17 +65,5 @@ EDITS = [
 ]
 
 
-def main() -> None:
-    text = SOURCE.read_text()
-    for old, new in EDITS:
-        if text.count(old) != 1:
-            raise SystemExit(f"make_variant: the solution no longer has:\n{old}")
-        text = text.replace(old, new)
-    out = HERE / "hopper" / SOURCE.name
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out}")
-
-
 if __name__ == "__main__":
-    main()
+    write_variant(HERE, EDITS)

@@ -7,10 +7,13 @@ suffix e (dp64e) asks for it.
     python experiments/every_shape/ring_epilogue/make_variant.py
 """
 
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE.parents[2] / "solutions" / "hopper" / "step12_stream_k.py"
+sys.path.insert(0, str(HERE.parent))
+
+from variant import write_variant  # noqa: E402
 
 EDITS = [
     ("""    sk_units: int
@@ -31,17 +34,5 @@ EDITS = [
 ]
 
 
-def main() -> None:
-    text = SOURCE.read_text()
-    for old, new in EDITS:
-        if text.count(old) != 1:
-            raise SystemExit(f"make_variant: the solution no longer has:\n{old}")
-        text = text.replace(old, new)
-    out = HERE / "hopper" / SOURCE.name
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out}")
-
-
 if __name__ == "__main__":
-    main()
+    write_variant(HERE, EDITS)

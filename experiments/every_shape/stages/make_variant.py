@@ -5,10 +5,13 @@ at 256 tokens slow down with fewer stages in flight? (cuBLAS keeps 8 at 256x4608
     python experiments/every_shape/stages/make_variant.py
 """
 
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE.parents[2] / "solutions" / "hopper" / "step12_stream_k.py"
+sys.path.insert(0, str(HERE.parent))
+
+from variant import write_variant  # noqa: E402
 
 EDITS = [
     ("""    sk_units: int
@@ -20,17 +23,5 @@ EDITS = [
 ]
 
 
-def main() -> None:
-    text = SOURCE.read_text()
-    for old, new in EDITS:
-        if text.count(old) != 1:
-            raise SystemExit(f"make_variant: the solution no longer has:\n{old}")
-        text = text.replace(old, new)
-    out = HERE / "hopper" / SOURCE.name
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(text)
-    print(f"wrote {out}")
-
-
 if __name__ == "__main__":
-    main()
+    write_variant(HERE, EDITS)

@@ -1,0 +1,18 @@
+"""Writes an experiment's variant of step 12: the Hopper solution with its EDITS made, into FOLDER/hopper/, a
+tree check_and_time.py and ncu_launch.py take as --impl / IMPL_DIR."""
+
+from pathlib import Path
+
+SOLUTION = Path(__file__).resolve().parents[2] / "solutions" / "hopper" / "step12_stream_k.py"
+
+
+def write_variant(folder: Path, edits: list[tuple[str, str]]) -> None:
+    text = SOLUTION.read_text()
+    for old, new in edits:
+        if text.count(old) != 1:
+            raise SystemExit(f"{folder.name}: the solution no longer has:\n{old}")
+        text = text.replace(old, new)
+    out = folder / "hopper" / SOLUTION.name
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(text)
+    print(f"wrote {out}")
