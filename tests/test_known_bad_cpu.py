@@ -134,6 +134,7 @@ def test_a_gpu_only_plan_mistake_changes_the_plan_at_a_graded_shape(tmp_path, va
     sm_count = DEFAULT_SM_COUNT["sm_90a"]
     mistaken = build.kernel_factory(variant.write(tmp_path / "steps"), "hopper", spec).__globals__
     reference = build.kernel_factory(REPO / "solutions", "hopper", spec).__globals__
+
     def plan(module, shape):  # as values: the two modules' Decomposition classes are not the same class
         return dataclasses.astuple(module["plan_decomposition"](*shape, sm_count))
 

@@ -446,13 +446,7 @@ def _bwrap_problem() -> str | None:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap; `make setup` does it as root)"
     with tempfile.TemporaryDirectory(prefix="grader-probe-") as folder:
         (Path(folder) / SCRATCH).mkdir()
-        try:
-            done = subprocess.run([*bwrap_arguments(Path(folder)), "--", sys.executable, "-s", "-B", "-c", "pass"],
-                                  capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return str(err)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    return None if done.returncode == 0 else (lines[-1] if lines else f"exit status {done.returncode}")
+        return _probe_python([*bwrap_arguments(Path(folder)), "--"])
 
 
 def _user_problem() -> str | None:
@@ -463,14 +457,19 @@ def _user_problem() -> str | None:
     except KeyError:
         return f"there is no user {UNPRIVILEGED_USER}"
     # the Python must be one that user can run (not one inside a folder only root may enter)
+    problem = _probe_python([], cwd="/", **Confinement("user").popen_arguments())
+    return problem and f"user {UNPRIVILEGED_USER} cannot run {sys.executable} ({problem})"
+
+
+def _probe_python(prefix: list[str], **popen) -> str | None:
+    """Why this Python does not start under `prefix` and `popen` as a child would, or None: its last error line."""
     try:
-        done = subprocess.run([sys.executable, "-s", "-B", "-c", "pass"], capture_output=True, text=True,
-                              timeout=60, cwd="/", **Confinement("user").popen_arguments())
+        done = subprocess.run([*prefix, sys.executable, "-s", "-B", "-c", "pass"], capture_output=True, text=True,
+                              timeout=60, **popen)
     except (OSError, subprocess.TimeoutExpired) as err:
-        return f"user {UNPRIVILEGED_USER} cannot run {sys.executable} ({err})"
+        return str(err)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    return None if done.returncode == 0 else (f"user {UNPRIVILEGED_USER} cannot run {sys.executable} ("
-                                              + (lines[-1] if lines else f"exit status {done.returncode}") + ")")
+    return None if done.returncode == 0 else (lines[-1] if lines else f"exit status {done.returncode}")
 
 
 def this_gpu() -> Gpu | None:
