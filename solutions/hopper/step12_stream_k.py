@@ -307,6 +307,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     BLK_N = plan.tile_n
     CLUSTER = plan.cluster  # CTAs per cluster, stacked along M
     K_TILES = plan.k_tiles
+    # where each cluster has at most one whole tile, every load has landed and been used when the writeback
+    # starts: D is staged over the ring's first stages, and the staging tiles' shared memory goes to one more
+    # stage (the weights stream faster with more in flight: 256x4608x3584 0.879x -> 0.943x cuBLAS on the H100)
+    STAGING_IN_RING = plan.sk_units == 0 and plan.tiles <= plan.clusters
     # <<< TODO 12.7
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -321,16 +325,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     STAGED_N = CONSUMER_N - REST_N
     REST_COLS = max(REST_N, 8)  # the unswizzled staging tile's columns (8 where there is no rest: it is unused)
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
-    # Where each cluster has at most one whole tile, every load has landed and been used when the writeback
-    # starts: D is staged over the ring's first stages, and the staging tiles' shared memory goes to one more
-    # stage (the weights stream faster with more in flight: 256x4608x3584 0.879x -> 0.943x cuBLAS on the H100)
-    STAGING_IN_RING = plan.sk_units == 0 and plan.tiles <= plan.clusters
-    STAGING_SMEM = 0 if STAGING_IN_RING else NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2
-    EPILOGUE_SMEM = STAGING_SMEM + 1024  # the staging tiles, the barriers
+    # the staging tiles (none of their own where they lie over the ring), the barriers
+    EPILOGUE_SMEM = (0 if STAGING_IN_RING else NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2) + 1024
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
-    RING_BAR = EPILOGUE_BAR + NUM_CONSUMERS  # both consumers, before D is staged over the ring
 
     A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
@@ -371,7 +370,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
         if STAGING_IN_RING:
-            pool.move_base_to(1024)  # over the ring's first stages (written only after RING_BAR)
+            pool.move_base_to(1024)  # over the ring's first stages (written once both consumers are done)
         Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
         Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
         pool.commit()
@@ -491,11 +490,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             acc[i] = acc[i] + partials[unit, rank, consumer, i, thread]
                 # <<< TODO 12.13
 
+                # >>> TODO 12.14: the writeback at any width
                 if STAGING_IN_RING:
                     # the staging tiles lie over stages whose A rows (or all of A, in a 64-row tile) the other
                     # consumer's last wgmmas may still read
-                    T.ptx.bar.sync(RING_BAR, NUM_CONSUMERS * 128)
-                # >>> TODO 12.14: the writeback at any width
+                    T.ptx.bar.sync(EPILOGUE_BAR + NUM_CONSUMERS, NUM_CONSUMERS * 128)
                 # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
                 # the previous tile's TMA store must have finished reading Dsmem
                 for half in T.unroll(STAGED_N // EPI_N):
