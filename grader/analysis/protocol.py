@@ -25,6 +25,10 @@ What is modelled exactly:
   its descriptors point at until a wait_group retires it.
 - tcgen05 MMAs read their stages until a later `tcgen05.commit` of the same thread arrives.
 - TMA loads write their stage until their bytes are delivered.
+- threads' stores into shared memory (a staging tile) by byte range: where two buffers share bytes (a staging
+  tile laid over the ring), a store onto a stage that an MMA still reads, a TMA load still writes, or whose
+  landed data no MMA has read yet is found.
+  A TMA store's read of its staging tile is not followed.
 - global memory, where CTAs wait on each other (a stream-K fixup; grid-wide, not per cluster): the int words
   that CTAs add to (T.cuda.atomic_add, atom/red.add) and spin on (ld.acquire in a while loop) are locks
   with exact values; a store to one sets it (the waiter's reset to 0). Stores and loads of data in global
@@ -496,6 +500,14 @@ class _Compiler:
         handle = hash(s.buffer)
         if handle not in self.names and s.buffer.scope() == "local" and str(s.buffer.dtype).startswith(("int", "uint")):
             self.alloc(s.buffer, depth)
+        shared = self.shared.get(handle)
+        if shared is not None and not shared.is_barrier:
+            try:
+                stage = self.expr(s.indices[0])[0] if len(shared.shape) >= 3 else "0"
+            except _Data:
+                stage = "None"  # a stage that data picks: the whole buffer
+            self.emit(depth, f"rt.shared_write(a, ({shared.name!r}, {stage}))")
+            return
         if handle not in self.names:
             return  # a store of data
         try:
@@ -970,6 +982,7 @@ class Machine:
         self.events: list = []
         self.wgmma_groups: dict[tuple, dict[int, list]] = {}  # (cta, warpgroup) -> group -> reads
         self.pending_writes: dict[tuple, int] = {}  # (cta, buffer, stage) -> copies in flight
+        self.unread: set[tuple] = set()  # (cta, buffer, stage) whose copies have landed and no MMA has read yet
         self.mma_landed: set[int] = set()  # CTAs on which a tcgen05.commit has landed (an MMA result exists)
         self.stored: dict[tuple, tuple] = {}  # (matrix, corner, box) of each TMA store -> (its warp, who)
         self.landing: dict[tuple, tuple] = {}  # (cta, buffer, stage) -> (barrier key, phase) of its last copy
@@ -1294,7 +1307,44 @@ class Machine:
                            "before it passed on a phase whose copies had not landed (a wait one phase ahead, or "
                            "expect_tx too small)")
 
+    def _bytes(self, footprint) -> tuple[int, int]:
+        """The shared-memory bytes [start, end) of a stage (a buffer's whole extent where it has no stages)."""
+        buffer = next(b for b in self.kernel.shared.values() if b.name == footprint[0])
+        size = buffer.itemsize
+        for extent in buffer.shape:
+            size *= extent
+        if len(buffer.shape) < 3 or footprint[1] is None:
+            return buffer.offset, buffer.offset + size
+        start = buffer.offset + footprint[1] * buffer.stage_bytes
+        return start, start + buffer.stage_bytes
+
+    def shared_write(self, agent: Agent, footprint) -> None:
+        """A thread's store into shared memory (a staging tile) must not land on bytes that an MMA still reads or a
+        TMA copy still writes: two buffers can share bytes (a staging tile laid over the ring's stages)."""
+        start, end = self._bytes(footprint)
+        busy = {stage: f"a TMA copy into it (completing on {self.barriers[self.landing[stage][0]].label}) is in "
+                       "flight" for stage, copies in self.pending_writes.items() if copies}
+        busy.update({stage: "the data a TMA copy delivered there has not been read yet" for stage in self.unread})
+        for (cta, warpgroup), groups in self.wgmma_groups.items():
+            for stage in (stage for reads in groups.values() for stage in reads):
+                busy[stage] = f"the wgmma group of warpgroup {warpgroup} still reads it (not retired by wgmma.wait_group)"
+        for other in self.agents:
+            for stage in other.open_reads + other.mma_reads + [
+                    stage for e in self.events if e[0] == "commit" and e[1] is other for stage in e[3]]:
+                busy[stage] = f"an MMA of {self.who([other])} still reads it"
+        for stage, why in busy.items():
+            if stage[0] != agent.cta or stage[1:] == tuple(footprint):
+                continue
+            lo, hi = self._bytes(stage[1:])
+            if lo < end and start < hi:
+                self.found("overlap", (footprint[0], stage[1]), f"{self.who([agent])}: writes {footprint[0]}"
+                           f"{'' if footprint[1] is None else f'[{footprint[1]}]'} (shared bytes {start}-{end}), "
+                           f"which lies over {stage[1]}[{stage[2]}] (bytes {lo}-{hi}), while {why}: where two buffers "
+                           "share bytes, neither is written before every reader and writer of the other is done "
+                           "(a barrier that waits for them; a warpgroup's wait_group retires only its own wgmmas)")
+
     def _footprint(self, address: int):
+        # where two buffers share bytes (a staging tile over the ring) the first declared, the ring, is the one read
         for buffer in self.kernel.shared.values():
             size = buffer.itemsize
             for extent in buffer.shape:
@@ -1308,6 +1358,7 @@ class Machine:
         self._check_landed(agent, footprints, "a wgmma")
         self._read_where_waited(agent, footprints)
         agent.open_reads.extend(self._stage_key(agent.cta, f) for f in footprints)
+        self.unread.difference_update(self._stage_key(agent.cta, f) for f in footprints)
         agent.open_operands.update(addresses)
 
     def _read_where_waited(self, agent: Agent, footprints) -> None:
@@ -1372,6 +1423,7 @@ class Machine:
         self._check_landed(agent, footprints, "a tcgen05 MMA")
         if lanes:
             agent.mma_reads.extend(self._stage_key(agent.cta, f) for f in footprints)
+            self.unread.difference_update(self._stage_key(agent.cta, f) for f in footprints)
 
     def tma_box(self, agent: Agent, name: str, corner, box, shape, store: bool) -> None:
         """Every TMA box lies in its matrix, and no tile of the output is stored twice."""
@@ -1432,6 +1484,7 @@ class Machine:
             bar = self.barriers[key]
             bar.in_flight -= 1
             self.pending_writes[stage] -= 1
+            self.unread.add(stage)
             bar.tx -= nbytes
             bar.delivered_bytes += nbytes
             self._maybe_complete(key, bar)
@@ -1471,9 +1524,11 @@ class Machine:
             groups.add(group)
             if len(groups) > 1:
                 sets = " and ".join(f"warps {_ranges(g)}" for g in sorted(groups, key=sorted))
+                every = 32 * len(frozenset().union(*groups))
                 self.found("named_barrier", (key[1], "mix"), f"named barrier {key[1]} ({needed} threads) completed "
                            f"once with {sets}: two groups of warps share one barrier id, so a bar.sync can complete "
-                           "with a mix of both and let one group run ahead of the other; give each group its own id")
+                           "with a mix of both and let one group run ahead of the other; give each group its own id, "
+                           f"or, where the groups are meant to meet there, count the threads of all of them ({every})")
         known = set().union(*(a.known for a in state["arrived"]))
         for a in state["arrived"]:
             a.known |= known
@@ -2128,7 +2183,7 @@ class Verdict:
 
 # causes first (where the mistake is visible), then what they lead to
 _ORDER = ("init", "layout", "exit", "named_barrier", "tx_bytes", "delivery", "count", "wrong_stage", "release",
-          "fixup", "start", "tile", "unwaited", "early_refill", "lapping", "overrun", "race", "role_sync", "deadlock",
+          "fixup", "start", "tile", "unwaited", "early_refill", "lapping", "overrun", "overlap", "race", "role_sync", "deadlock",
           "pending_at_exit", "loop")
 
 

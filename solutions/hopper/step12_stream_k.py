@@ -255,7 +255,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         staging, 64-column TMA boxes); those go through an unswizzled staging tile whose 8-column slices
         are contiguous, one TMA box each (a box under the 128-byte swizzle spans 64 columns). Where each
         cluster has at most one whole tile (STAGING_IN_RING), the staging tiles lie over the ring's first
-        stages, whose loads have all been used by then, and the ring has one stage more.
+        stages, whose loads have all been used by then, and the ring has their bytes for more stages.
 
     Barrier protocol: step 11's rings, named barriers and cluster barrier, unchanged. The fixup adds
     one lock per (stream-K tile, CTA rank, consumer) in global memory, and reuses the consumer's named
@@ -308,8 +308,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     CLUSTER = plan.cluster  # CTAs per cluster, stacked along M
     K_TILES = plan.k_tiles
     # where each cluster has at most one whole tile, every load has landed and been used when the writeback
-    # starts: D is staged over the ring's first stages, and the staging tiles' shared memory goes to one more
-    # stage (the weights stream faster with more in flight: 256x4608x3584 0.879x -> 0.943x cuBLAS on the H100)
+    # starts: D is staged over the ring's first stages, and the staging tiles' shared memory goes to more stages
+    # (the weights stream faster with more in flight: 256x4608x3584 0.879x -> 0.943x cuBLAS on the H100)
     STAGING_IN_RING = plan.sk_units == 0 and plan.tiles <= plan.clusters
     # <<< TODO 12.7
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
@@ -369,8 +369,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         pool.move_base_to(1024)
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
-        if STAGING_IN_RING:
-            pool.move_base_to(1024)  # over the ring's first stages (written once both consumers are done)
+        # the staging tiles lie over the ring's first stages where STAGING_IN_RING (written once both consumers
+        # are done with them), else after the ring
+        pool.move_base_to(1024 if STAGING_IN_RING else pool.offset)
         Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
         Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
         pool.commit()

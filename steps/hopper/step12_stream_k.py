@@ -132,14 +132,18 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
     Data path: step 11's, per work unit instead of per tile. The producer loads the unit's K tiles, each
     consumer multiplies them; then a unit that covers its whole tile is written back as in step 11, and
-    the others are the fixup's: where the partial sums go, who adds them and when is your design.
+    the others are the fixup's: where the partial sums go, who adds them and when is your design. Where
+    each cluster has at most one whole tile (STAGING_IN_RING), the staging tiles lie over the ring's first
+    stages and the ring has their shared memory for more stages.
 
     Barrier protocol: step 11's rings, named barriers and cluster barrier, unchanged. The fixup adds a
-    lock in global memory (fill in the design cells, "?", before the code):
+    lock in global memory, and staging over the ring a named barrier (fill in the design cells, "?",
+    before the code):
         | lock or barrier                        | counts | who adds or arrives | who waits | starts at |
         |----------------------------------------|--------|---------------------|-----------|-----------|
         | locks (int32, global memory)           | ?      | ?                   | ?         | ?         |
         | consumer c's named barrier (step 11's) | ?      | ?                   | ?         | -         |
+        | named bar 3 (STAGING_IN_RING)          | ?      | ?                   | ?         | -         |
     Why it cannot deadlock: ?
     Memory the host allocates (partials, locks), at 132 SMs: ?
     """
@@ -154,8 +158,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     #   rows of a stage), CLUSTER (CTAs per cluster, stacked along M) and K_TILES (K tiles of a tile); `plan`, when
     #   given, replaces the host's choice (TODO 12.2). And STAGING_IN_RING: whether no cluster has more than one
     #   whole tile, so that every load has landed and been used when its writeback starts; the staging tiles then
-    #   lie over the ring's first stages and their shared memory goes to one more stage (at 256 tokens each stage
-    #   is worth 5-6%).
+    #   lie over the ring's first stages and their shared memory goes to more stages (at 256 tokens each stage is
+    #   worth 5-6%).
     todo("12.7 the plan in the kernel")
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -213,8 +217,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         pool.move_base_to(1024)
         Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
         Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
-        if STAGING_IN_RING:
-            pool.move_base_to(1024)  # over the ring's first stages (written once both consumers are done)
+        # the staging tiles lie over the ring's first stages where STAGING_IN_RING (written once both consumers
+        # are done with them), else after the ring
+        pool.move_base_to(1024 if STAGING_IN_RING else pool.offset)
         Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
         Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
         pool.commit()
