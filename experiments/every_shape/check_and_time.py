@@ -6,8 +6,7 @@ python experiments/every_shape/check_and_time.py --steps 10,11,12 --shapes 256x4
 --plans adds step 12 built with other decompositions than its own choice (dpW: whole tiles W columns
 wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA; a q suffix: whole tiles in clusters of
 2 x 2 CTAs, with --impl experiments/every_shape/cluster2x2; an sN suffix after a dp plan: at most N pipeline
-stages, with --impl experiments/every_shape/stages; an e suffix after a dp plan: D staged in the pipeline's ring,
-with --impl experiments/every_shape/ring_epilogue), timed in the same run.
+stages, with --impl experiments/every_shape/stages), timed in the same run.
 
 Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
 and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
@@ -43,8 +42,6 @@ def forced_plan(module, name: str, shape, sm_count: int):
     name, _, stages = name.partition("s") if name.startswith("dp") else (name, "", "")
     if stages:  # at most this many pipeline stages (experiments/every_shape/stages)
         return dataclasses.replace(forced_plan(module, name, shape, sm_count), max_stages=int(stages))
-    if name.startswith("dp") and name.endswith("e"):  # D staged in the ring (experiments/every_shape/ring_epilogue)
-        return dataclasses.replace(forced_plan(module, name[:-1], shape, sm_count), epilogue_in_ring=True)
     if name.endswith("q"):  # clusters of 2 x 2 CTAs (experiments/every_shape/cluster2x2): whole tiles, 30 clusters
         width, _, rows = name[2:-1].partition("r")
         width, rows = int(width), int(rows or 128)
