@@ -1322,9 +1322,10 @@ class Machine:
         """A thread's store into shared memory (a staging tile) must not land on bytes that an MMA still reads or a
         TMA copy still writes: two buffers can share bytes (a staging tile laid over the ring's stages)."""
         start, end = self._bytes(footprint)
+        later = " (a load for a later K tile or unit: a staging tile lies over the ring only where no load follows it)"
         busy = {stage: f"a TMA copy into it (completing on {self.barriers[self.landing[stage][0]].label}) is in "
-                       "flight" for stage, copies in self.pending_writes.items() if copies}
-        busy.update({stage: "the data a TMA copy delivered there has not been read yet" for stage in self.unread})
+                       f"flight{later}" for stage, copies in self.pending_writes.items() if copies}
+        busy.update({stage: f"the data a TMA copy delivered there has not been read yet{later}" for stage in self.unread})
         for (cta, warpgroup), groups in self.wgmma_groups.items():
             for stage in (stage for reads in groups.values() for stage in reads):
                 busy[stage] = f"the wgmma group of warpgroup {warpgroup} still reads it (not retired by wgmma.wait_group)"

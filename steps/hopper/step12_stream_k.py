@@ -156,10 +156,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     #   The names the kernel below uses for what the plan decided: BLK_M (rows of a CTA tile: 128, whose consumers
     #   take 64 rows each, or 64, whose consumers take half the columns each), BLK_N (columns of a cluster tile, the B
     #   rows of a stage), CLUSTER (CTAs per cluster, stacked along M) and K_TILES (K tiles of a tile); `plan`, when
-    #   given, replaces the host's choice (TODO 12.2). And STAGING_IN_RING: whether no cluster has more than one
-    #   whole tile, so that every load has landed and been used when its writeback starts; the staging tiles then
-    #   lie over the ring's first stages and their shared memory goes to more stages (at 256 tokens each stage is
-    #   worth 5-6%).
+    #   given, replaces the host's choice (TODO 12.2). And STAGING_IN_RING: True only where every cluster's one
+    #   writeback (a whole tile, or a final range) is its last unit, so that every load has landed and been used
+    #   when the writeback starts; the staging tiles then lie over the ring's first stages and their shared memory
+    #   goes to more stages (at 256 tokens each stage is worth 5-6%).
     todo("12.7 the plan in the kernel")
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -329,7 +329,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                 #   slice must be contiguous: REST_N columns of Dsmem are not; Rsmem's 8-column slices are. Where
                 #   STAGING_IN_RING, the staging tiles lie over ring stages the other consumer's last wgmmas may
                 #   still read: neither consumer writes them before both are done with their K loop (a named barrier
-                #   of both, after the consumers' own).
+                #   of both consumers, with an id of its own after step 11's two).
                 #   API: T.ptx.bar.sync(id, threads).
                 todo("12.14 the writeback at any width")
                 work.next(cluster)
