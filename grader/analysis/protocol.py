@@ -116,6 +116,13 @@ class SharedBuffer:
     swizzle: int = 0  # its layout's swizzle, in the wgmma descriptor's code: 0 none, 1 32B, 2 64B, 3 128B
 
     @property
+    def nbytes(self) -> int:
+        size = self.itemsize
+        for extent in self.shape:
+            size *= extent
+        return size
+
+    @property
     def stage_bytes(self) -> int:
         """A stage is the slice along the first dimension of a buffer of 3 or more dimensions."""
         size = self.itemsize
@@ -1310,11 +1317,8 @@ class Machine:
     def _bytes(self, footprint) -> tuple[int, int]:
         """The shared-memory bytes [start, end) of a stage (a buffer's whole extent where it has no stages)."""
         buffer = next(b for b in self.kernel.shared.values() if b.name == footprint[0])
-        size = buffer.itemsize
-        for extent in buffer.shape:
-            size *= extent
         if len(buffer.shape) < 3 or footprint[1] is None:
-            return buffer.offset, buffer.offset + size
+            return buffer.offset, buffer.offset + buffer.nbytes
         start = buffer.offset + footprint[1] * buffer.stage_bytes
         return start, start + buffer.stage_bytes
 
@@ -1325,10 +1329,12 @@ class Machine:
         later = " (a load for a later K tile or unit: a staging tile lies over the ring only where no load follows it)"
         busy = {stage: f"a TMA copy into it (completing on {self.barriers[self.landing[stage][0]].label}) is in "
                        f"flight{later}" for stage, copies in self.pending_writes.items() if copies}
-        busy.update({stage: f"the data a TMA copy delivered there has not been read yet{later}" for stage in self.unread})
+        busy.update({stage: f"the data a TMA copy delivered there has not been read yet{later}"
+                     for stage in self.unread})
         for (cta, warpgroup), groups in self.wgmma_groups.items():
             for stage in (stage for reads in groups.values() for stage in reads):
-                busy[stage] = f"the wgmma group of warpgroup {warpgroup} still reads it (not retired by wgmma.wait_group)"
+                busy[stage] = (f"the wgmma group of warpgroup {warpgroup} still reads it (not retired by "
+                               "wgmma.wait_group)")
         for other in self.agents:
             for stage in other.open_reads + other.mma_reads + [
                     stage for e in self.events if e[0] == "commit" and e[1] is other for stage in e[3]]:
@@ -1347,10 +1353,7 @@ class Machine:
     def _footprint(self, address: int):
         # where two buffers share bytes (a staging tile over the ring) the first declared, the ring, is the one read
         for buffer in self.kernel.shared.values():
-            size = buffer.itemsize
-            for extent in buffer.shape:
-                size *= extent
-            if not buffer.is_barrier and buffer.offset <= address < buffer.offset + size:
+            if not buffer.is_barrier and buffer.offset <= address < buffer.offset + buffer.nbytes:
                 return (buffer.name, (address - buffer.offset) // buffer.stage_bytes if len(buffer.shape) >= 3 else 0)
         return None
 
@@ -2184,8 +2187,8 @@ class Verdict:
 
 # causes first (where the mistake is visible), then what they lead to
 _ORDER = ("init", "layout", "exit", "named_barrier", "tx_bytes", "delivery", "count", "wrong_stage", "release",
-          "fixup", "start", "tile", "unwaited", "early_refill", "lapping", "overrun", "overlap", "race", "role_sync", "deadlock",
-          "pending_at_exit", "loop")
+          "fixup", "start", "tile", "unwaited", "early_refill", "lapping", "overrun", "overlap", "race", "role_sync",
+          "deadlock", "pending_at_exit", "loop")
 
 
 def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
