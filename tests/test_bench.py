@@ -67,3 +67,41 @@ def test_chart_is_written(tmp_path):
     path = tmp_path / "ladder.png"
     bench.draw(PAYLOAD, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _run(tmp_path, name: str, **changes) -> str:
+    path = tmp_path / f"{name}.json"
+    path.write_text(__import__("json").dumps({**PAYLOAD, **changes}))
+    return str(path)
+
+
+def test_split_runs_merge_into_one_report_with_both_commands(tmp_path, capsys):
+    layer_row = {"step": 12, "shape": [256, 4096, 4096], "kernel_ms": 0.05, "cublas_ms": 0.05, "correct": True,
+                 "layer": "Llama-3-8B o"}
+    models = _run(tmp_path, "models", command="bench --table models", date="2026-11-28", rows=[layer_row])
+    squares = _run(tmp_path, "squares", command="bench --table squares")
+    out = tmp_path / "ladder"
+    assert bench.main(["--merge", models, squares, "--out", str(out)]) == 1  # PAYLOAD's step 10 row is wrong
+    payload = __import__("json").loads(out.with_suffix(".json").read_text())
+    assert payload["command"] == "bench --table models; bench --table squares"
+    assert payload["date"] == "2026-11-28, 2026-11-23"
+    assert [row["step"] for row in payload["rows"]] == [9, 10, "triton-seed", "triton-seed-ws", 12]
+    table = out.with_suffix(".md").read_text()
+    assert "## Squares" in table and "| Llama-3-8B o | 12 | 256x4096x4096 |" in table
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"gpu": "OTHER GPU"}, "the runs differ in gpu (OTHER GPU, TEST GPU); merge runs of one GPU"),
+    ({"rows": None}, "is not the JSON of a bench run (it has no rows and command)"),
+])
+def test_runs_that_cannot_be_merged_get_one_line(tmp_path, capsys, changes, message):
+    first, second = _run(tmp_path, "first"), _run(tmp_path, "second", **changes)
+    assert bench.main(["--merge", first, second, "--out", str(tmp_path / "ladder")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bench: --merge: ") and err[0].endswith(message), err
+
+
+def test_a_missing_run_gets_one_line(tmp_path, capsys):
+    assert bench.main(["--merge", str(tmp_path / "absent.json"), "--out", str(tmp_path / "ladder")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "absent.json cannot be read as JSON (FileNotFoundError" in err[0], err

@@ -8,6 +8,11 @@ caches across calls, fails here instead of being timed as fast.
 Interleaving puts the kernel and its baselines under the same clocks and power state, so their ratio
 holds even when the absolute numbers drift (long back-to-back loops on an H100 lose ~15% to power
 limits). Flushing L2 makes every call read its inputs from device memory, as in a real model.
+
+A CUDA event times the GPU, not the call: if the GPU reaches a window's start event before the host has
+queued the call, the window holds host time too (a Python launcher, a Triton autotuner's dispatch, a
+garbage collection). Each round of calls is therefore queued behind a spin on the GPU, and a round whose
+spin ended before the host had queued all of it is timed again behind a spin twice as long.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024  # several times any current GPU's L2
 WARMUP_CALLS = 3
 TARGET_SECONDS_PER_IMPLEMENTATION = 0.3
 MIN_CALLS, MAX_CALLS = 5, 50
+HOST_LEAD_CYCLES = 1 << 20  # the spin before each round: about 0.5 ms at an H100's clocks
+MAX_HOST_LEAD_CYCLES = 1 << 27  # about 70 ms: a host this far behind is broken, not slow
 
 
 INPUT_SETS = 2
@@ -77,8 +84,13 @@ def median_ms_interleaved(
 
     events = {name: [] for name in calls}
     names = list(calls)
-    for round_index in range(rounds):
-        rotation = round_index % len(names)  # no implementation always runs first
+    lead_cycles, timed_rounds = HOST_LEAD_CYCLES, 0
+    while timed_rounds < rounds:
+        rotation = timed_rounds % len(names)  # no implementation always runs first
+        lead_done = torch.cuda.Event()
+        torch.cuda._sleep(lead_cycles)
+        lead_done.record()
+        round_events = []
         for name in names[rotation:] + names[:rotation]:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             before(name)
@@ -87,7 +99,16 @@ def median_ms_interleaved(
             calls[name]()
             end.record()
             after(name)
+            round_events.append((name, start, end))
+        if lead_done.query():  # the GPU may have waited for the host inside a window: time the round again
+            lead_cycles *= 2
+            if lead_cycles > MAX_HOST_LEAD_CYCLES:
+                raise RuntimeError(f"the host could not queue one round of {len(names)} calls within "
+                                   f"{MAX_HOST_LEAD_CYCLES} GPU cycles; no timing is trustworthy on this machine")
+            continue
+        for name, start, end in round_events:
             events[name].append((start, end))
+        timed_rounds += 1
     torch.cuda.synchronize()
     return {name: statistics.median(s.elapsed_time(e) for s, e in pairs) for name, pairs in events.items()}
 

@@ -9,7 +9,8 @@ timing) is timed in the same run, plain and warp-specialized, as rows "triton-se
 where Triton cannot run them the rows are absent and the table says why.
 Two tables: the squares (every step), and the linear layers of two public LLM families at 128 to 8192
 tokens (steps 8 and 10, the steps after 10, cuBLAS and the Triton seed), `--table` picks one or both,
-`--tokens` some token counts of the second (so a long run can be split).
+`--tokens` some token counts of the second (so a long run can be split), and `--merge` writes the tables of
+such split runs (their OUT.json, from one GPU) as one report, timing nothing.
 Writes OUT.md (tables), OUT.json and OUT.png (TFLOP/s per step on the squares, cuBLAS as a line per
 shape; share of cuBLAS per layer).
 """
@@ -63,12 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", choices=("all", "squares", "models"), default="all")
     parser.add_argument("--tokens", type=_tokens, default=MODEL_TOKENS,
                         help=f"token counts (M) of the model table, comma-separated (default {MODEL_TOKENS})")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", type=Path,
+                        help="write these earlier runs' OUT.json (split runs on one GPU) as one report; time nothing")
     args = parser.parse_args(argv)
     try:
         out = Path(args.out)
         for suffix in (".json", ".md", ".png"):
             outputs.writable_file(out.with_suffix(suffix), "--out")
-    except outputs.UnwritableOutput as err:
+        if args.merge:
+            return _write(merged(args.merge), out)
+    except (outputs.UnwritableOutput, UnmergeableRuns) as err:
         print(f"bench: {err}", file=sys.stderr)
         return 2
 
@@ -108,13 +113,46 @@ def main(argv: list[str] | None = None) -> int:
         "triton_absent": triton_absent,
         "rows": rows,
     }
+    return _write(payload, out)
+
+
+def _write(payload: dict, out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n")
     out.with_suffix(".md").write_text(markdown(payload))
     draw(payload, out.with_suffix(".png"))
     print(markdown(payload))
     print(f"written: {out}.md, {out}.json, {out}.png")
-    return 0 if all(row["correct"] for row in rows) else 1
+    return 0 if all(row["correct"] for row in payload["rows"]) else 1
+
+
+class UnmergeableRuns(Exception):
+    """--merge was given files that are not bench runs, or runs from different GPUs or software."""
+
+
+def merged(paths: list[Path]) -> dict:
+    """One payload from split runs: their rows, squares first; their commands and dates listed."""
+    runs = []
+    for path in paths:
+        try:
+            run = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise UnmergeableRuns(f"--merge: {path} cannot be read as JSON ({type(err).__name__}: {err})") from None
+        if not (isinstance(run, dict) and isinstance(run.get("rows"), list) and isinstance(run.get("command"), str)):
+            raise UnmergeableRuns(f"--merge: {path} is not the JSON of a bench run (it has no rows and command)")
+        runs.append(run)
+    for key in ("gpu", "driver", "torch", "track"):
+        values = sorted({str(run.get(key)) for run in runs})
+        if len(values) > 1:
+            raise UnmergeableRuns(f"--merge: the runs differ in {key} ({', '.join(values)}); merge runs of one GPU")
+    rows = [row for run in runs for row in run["rows"]]
+    return {
+        **{key: runs[0].get(key) for key in ("gpu", "driver", "torch", "track")},
+        "date": ", ".join(dict.fromkeys(run.get("date", "?") for run in runs)),
+        "command": "; ".join(run["command"] for run in runs),
+        "triton_absent": next((run["triton_absent"] for run in runs if run.get("triton_absent")), None),
+        "rows": [row for row in rows if "layer" not in row] + [row for row in rows if "layer" in row],
+    }
 
 
 TRITON_ROWS = {"triton-seed": False, "triton-seed-ws": True}  # row name -> warp_specialize
@@ -201,7 +239,8 @@ def markdown(payload: dict) -> str:
         "",
         f"{payload['gpu']}, driver {payload['driver']}, torch {payload['torch']}, {payload['date']}; "
         f"`{payload['command']}`. Per shape, all steps and cuBLAS (`torch.matmul`) were timed in one "
-        "interleaved run: CUDA events per call, L2 flushed before each call, median. "
+        "interleaved run: CUDA events per call, each round queued ahead of the GPU, L2 flushed before each call, "
+        "median. "
         "Ratio = cuBLAS time / kernel time.",
         "",
         *([f"Rows triton-seed and triton-seed-ws are absent: {payload['triton_absent']}.", ""]
