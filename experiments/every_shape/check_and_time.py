@@ -6,7 +6,8 @@ python experiments/every_shape/check_and_time.py --steps 10,11,12 --shapes 256x4
 --plans adds step 12 built with other decompositions than its own choice (dpW: whole tiles W columns
 wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA; a q suffix: whole tiles in clusters of
 2 x 2 CTAs, with --impl experiments/every_shape/cluster2x2; an sN suffix after a dp plan: at most N pipeline
-stages, with --impl experiments/every_shape/stages), timed in the same run.
+stages, with --impl experiments/every_shape/stages; auto: the step's own choice), timed in the same run.
+--plans-impl DIR builds those plans from another tree than --impl (a variant of step 12 beside the solutions).
 
 Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
 and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
@@ -39,6 +40,8 @@ def forced_plan(module, name: str, shape, sm_count: int):
     """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs), dpWc1 or skWc1 (of 1); an r64
     after the width (dp64r64c1): CTA tiles of 64 rows, else 128."""
     m, n, k = shape
+    if name == "auto":
+        return module.plan_decomposition(m, n, k, sm_count)
     name, _, stages = name.partition("s") if name.startswith("dp") else (name, "", "")
     if stages:  # at most this many pipeline stages (experiments/every_shape/stages)
         return dataclasses.replace(forced_plan(module, name, shape, sm_count), max_stages=int(stages))
@@ -77,6 +80,7 @@ def main() -> int:
     parser.add_argument("--json")
     parser.add_argument("--no-time", action="store_true")
     parser.add_argument("--plans", default="")
+    parser.add_argument("--plans-impl")
     args = parser.parse_args()
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     steps = [int(s) for s in args.steps.split(",")]
@@ -91,7 +95,8 @@ def main() -> int:
                 continue
             label = f"step{step}" + (f"-{plan_name}" if plan_name else "")
             t0 = time.time()
-            kernel, scratch = load(step, shape, sm_count, Path(args.impl), plan_name)
+            impl = Path(args.plans_impl if plan_name and args.plans_impl else args.impl)
+            kernel, scratch = load(step, shape, sm_count, impl, plan_name)
             a, b = diagnosis.random_inputs(shape, 1234)
             ref = diagnosis.reference(a, b)
             outs = []
