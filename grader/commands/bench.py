@@ -225,7 +225,7 @@ def driver_version() -> str:
     done = subprocess.run(
         ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
     )
-    return done.stdout.strip() or "unknown"
+    return next(iter(done.stdout.split()), "unknown")  # one line per GPU, one driver for all
 
 
 def tflops(row: dict, key: str) -> float:
