@@ -264,8 +264,8 @@ _STEP_12_PLAN = """\
 The unit of work becomes **(cluster tile, range of K tiles)**, and the host decides per shape, before
 the kernel is built (`plan_decomposition`), how the K iterations of all tiles are dealt to the
 persistent clusters. It tries every CTA height (128 rows, its consumers 64 each; or, where M <= 128,
-64 rows, its consumers half the columns each), every cluster size (a CTA pair sharing B, or one CTA
-alone) and every tile width (`TILE_WIDTHS`: the multiples of 16 from 32 to 256 columns), each as whole
+64 rows, its consumers half the columns each), every cluster size (one CTA alone, a plain launch, or a
+CTA pair sharing B) and every tile width (`TILE_WIDTHS`: the multiples of 16 from 32 to 256 columns), each as whole
 tiles and as stream-K, and keeps the plan that finishes first by a cost model: its **busiest cluster's**
 K iterations at `iteration_cost(rows, w)` each (the larger of the wgmma's rows x w / 32 cycles and the
 2(rows + w) cycles its operands take to arrive, fitted to the times measured on an H200), plus
@@ -313,8 +313,17 @@ So the model mostly picks **narrower whole tiles**: a 64-wide tile does a K tile
 of a 256-wide one while computing a quarter of it, which pays exactly where the wide tiles leave SMs
 idle (256x4096x4096: 64 whole 64-wide tiles per cluster pair, 1.007x cuBLAS, against stream-K's
 0.904x). Stream-K wins where K is long enough to hide its fixup (256x4096x14336: 0.953x against whole
-tiles' 0.923x) or the last wave is ragged (256x28672x4096); at 128 rows a cluster of one CTA, since a
-pair would leave the second CTA's rows past the matrix.
+tiles' 0.923x) or the last wave is ragged (256x28672x4096).
+
+**Alone or in pairs.** Of whole tiles that cost the same, the host takes CTAs alone, in a plain
+launch. Declaring a cluster rank (`T.cta_id_in_cluster`) makes the launch a cluster launch even for
+clusters of one CTA (TVM's launch parameters then hold `clusterCtaIdx`), and a cluster launch places
+CTAs otherwise than a plain one: step 8's code launched in clusters ran 2-4% slower from placement
+alone (docs/measurements.md); so the kernel declares a rank only for pairs. Measured on an H100, the
+same tiles alone against in pairs (experiments/every_shape/h100-plain-launch, one interleaved run per
+shape): 2048^3 0.991x cuBLAS against 0.951x, 256x4096x4096 1.059x against 1.002x, 1000x3584x3584
+1.005x against 0.966x, 128x4608x3584 0.959x against 0.905x (faster at all 23 layer shapes of 128 to
+1000 tokens timed); from 4096^3 on, pairs stayed 0.1-0.8% ahead. Stream-K alone ran 0.66x where pairs ran 0.95x (256x3584x18944), so stream-K stays in pairs.
 
 Widths between the powers of two pay where none of 64, 128 and 256 divides the work into about one
 tile per cluster (measured on an H100, experiments/every_shape/h100-widths, one interleaved run per

@@ -651,10 +651,11 @@ VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
             r"sk_units = min\(clusters, sk_tiles \* k_tiles // MIN_K_TILES_PER_UNIT\)",
             "sk_units = sk_tiles * k_tiles // MIN_K_TILES_PER_UNIT",
             "wrong", SIMULATED, todo="12.3", names=("locks[", "ends the launch"), shape=_FIXUP_SHAPE),
-    # the kernel keeps step 11's pair where the plan chose one CTA: the plan's clusters and the grid's disagree
+    # the kernel keeps step 11's pair where the plan chose one CTA: the plan's clusters and the grid's disagree (at
+    # 131x520x200, 34 whole tiles alone: the pairs' origins run past the matrix)
     Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
             r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
-            "wrong", SIMULATED, todo="12.7", names=("locks[", "ends the launch"), shape=_FIXUP_SHAPE),
+            "wrong", SIMULATED, todo="12.7", names=("reaches outside B", "origin is off"), shape=(131, 520, 200)),
     # a 64-row tile's two consumers on the same columns: both multiply the same operands (7x264x72: 64-row tiles)
     Variant("hopper-12-consumers-on-the-same-columns", "hopper", 12,
             r"col_0 = T\.meta_var\(consumer \* \(BLK_N - CONSUMER_N\)\)", "col_0 = T.meta_var(0)",
@@ -692,9 +693,11 @@ VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
             "T.ptx.bar.sync(EPILOGUE_BAR + NUM_CONSUMERS, 128)",
             "race", SIMULATED, todo="12.14", names=("named barrier 3", "threads of all of them (256)"),
             shape=(256, 4096, 64)),
+    # the CTA's index taken for its cluster's: the two CTAs of a pair (only stream-K plans run in pairs) walk different
+    # ranges, and a final range waits on a partial sum no cluster leaves
     Variant("hopper-12-cluster-index-of-the-cta", "hopper", 12,
             r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var(bx)",
-            "wrong", SIMULATED, todo="12.9", names=("tma2mma",), shape=(1, 8, 8)),
+            "hang", SIMULATED, todo="12.9", names=("spins on locks[", "never served"), shape=_FIXUP_SHAPE),
 )
 
 # ---- Blackwell step 12: the same fixup, its partial sums read out of TMEM by the writeback warpgroups ----

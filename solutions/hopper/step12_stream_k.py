@@ -19,9 +19,14 @@ from tvm.script.tirx import tile as Tx
 from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
 
 # rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128, 64, the consumers splitting
-# its columns: a pair of such CTAs then brings half as much of A into each SM per output
+# its columns: twice the CTAs over the few rows there are
 TILE_ROWS = (128, 64)
-CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
+# CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
+# the same, alone first: on the H100 lone CTAs ran 0.2-6% faster than pairs of the same tiles at the 23 layer shapes
+# of 128 to 1000 tokens timed (256x4096x4096 1.059x against 1.002x cuBLAS) and at 2048^3 (0.991x against 0.951x),
+# 0.1-0.8% slower at 4096^3 and larger (experiments/every_shape/h100-plain-launch); stream-K only in pairs (alone,
+# 0.66x against 0.95x at 256x3584x18944)
+CLUSTER_SIZES = (1, 2)
 # the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
 # two CTAs of a pair, whole 8-row swizzle atoms of B
 TILE_WIDTHS = tuple(range(256, 31, -16))
@@ -113,8 +118,8 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     """The host's choice for one shape: of whole tiles and stream-K, for each CTA height, cluster size
     and tile width, the decomposition that finishes first: its busiest cluster's estimated_cost
     (stream-K's times STREAM_K_MARGIN) and its DRAM traffic's, overlapped (the root of the sum of
-    their squares: 128x3584x18944 takes 64-row pairs, measured 1.03x cuBLAS, where their sum took
-    stream-K, 0.94x); on a tie the earlier (128 rows first, pairs first, wider first, whole tiles
+    their squares: 128x3584x18944 takes 64-row CTAs, measured 1.03x cuBLAS, where their sum took
+    stream-K, 0.94x); on a tie the earlier (128 rows first, alone first, wider first, whole tiles
     first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave,
     at the price of a fixup per unit. 64-row CTAs only where M <= 128: at 256 tokens the model rates
     them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64)."""
@@ -126,8 +131,9 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
         for cluster in CLUSTER_SIZES:
             for tile_n in TILE_WIDTHS:
                 tiles = -(-M // (rows * cluster)) * -(-N // tile_n)
-                candidates += [Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0),
-                               stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows)]
+                candidates.append(Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0))
+                if cluster > 1:  # stream-K alone ran 0.66x cuBLAS where pairs ran 0.95x (256x3584x18944)
+                    candidates.append(stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows))
     return min(candidates, key=lambda plan: ((plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0)) ** 2
                                              + dram_cost(M, N, K, plan) ** 2) ** 0.5)
 # <<< TODO 12.2
@@ -231,7 +237,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     """D = A @ B^T for any M >= 1 and N, K multiples of 8, with the work dealt so that every SM has some.
 
     The host (plan_decomposition, once per shape) picks the CTA tile's rows (128, or 64 where M <=
-    128), the cluster (a CTA pair sharing B, as steps 9-11, or one CTA alone), the tile width
+    128), the cluster (one CTA alone, a plain launch, or a CTA pair sharing B, as steps 9-11), the tile width
     (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns) and how each tile's K tiles are dealt: whole
     (data-parallel), or cut into one contiguous range of K iterations per cluster (stream-K; split-K is
     the case where the ranges are equal parts of each tile). `plan` replaces that choice
@@ -357,7 +363,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         T.device_entry()
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
-        rank = T.cta_id_in_cluster([CLUSTER])
         wg_id = T.warpgroup_id([1 + NUM_CONSUMERS])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -385,6 +390,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
         # ---- work units over 256x256 cluster tiles: both CTAs of a cluster get the same ----
         # >>> TODO 12.9: the units this cluster walks
+        if CLUSTER > 1:  # declaring a rank makes a cluster launch, even of one CTA: it places CTAs worse for the L2
+            rank = T.cta_id_in_cluster([CLUSTER])
+        else:
+            rank = T.meta_var(0)
         cluster = T.meta_var(bx // CLUSTER)
         tile_order = ClusterPersistentScheduler2D(
             "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),

@@ -27,9 +27,11 @@ from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw12
 from kernel_helpers.todo import todo
 
 # rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128, 64, the consumers splitting
-# its columns: a pair of such CTAs then brings half as much of A into each SM per output
+# its columns: twice the CTAs over the few rows there are
 TILE_ROWS = (128, 64)
-CLUSTER_SIZES = (2, 1)  # CTAs per cluster along M: a pair sharing B (as step 10), or one alone where M is small
+# CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
+# the same, alone ran faster up to 1000 tokens (0.2-6%) and slower from 4096^3 on (0.1-0.8%) on the H100
+CLUSTER_SIZES = (1, 2)
 # the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
 # two CTAs of a pair, whole 8-row swizzle atoms of B
 TILE_WIDTHS = tuple(range(256, 31, -16))
@@ -70,7 +72,8 @@ todo("12.1 a plan: what the host decides for one shape")
 # TODO 12.2: the host's choice
 #   plan_decomposition(M, N, K, sm_count): the plan the kernel runs when `plan` is None. Weigh every CTA height, cluster
 #   size and tile width, as whole tiles and as stream-K, by their cost; stream-K only where it promises a clear margin
-#   (its cost grows with K faster than the model counts), and weigh each plan's DRAM traffic with it, in units of
+#   (its cost grows with K faster than the model counts) and only in pairs (alone it ran 0.66x cuBLAS where pairs ran
+#   0.95x, at 256x3584x18944), and weigh each plan's DRAM traffic with it, in units of
 #   DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs only where
 #   M <= 128 (at more rows they ran slower than the model says); of equal costs keep the earlier. The grid is
 #   sm_count CTAs, one per SM.
@@ -205,7 +208,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         T.device_entry()
         T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
         bx = T.cta_id([sm_count])
-        rank = T.cta_id_in_cluster([CLUSTER])
         wg_id = T.warpgroup_id([1 + NUM_CONSUMERS])
         warp_id = T.warp_id_in_wg([4])
         lane_id = T.lane_id([32])
@@ -233,9 +235,12 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
         # ---- work units over 256x256 cluster tiles: both CTAs of a cluster get the same ----
         # TODO 12.9: the units this cluster walks
-        #   cluster (this CTA's cluster index), the tile order (step 11's ClusterPersistentScheduler2D over this plan's
-        #   cluster tiles), work (your WorkUnits at its first unit), and step 11's m_st and n_st: the first row and
-        #   column of this CTA's part of the current unit's tile. Both CTAs of a cluster walk the same units.
+        #   rank (this CTA's place in its cluster), cluster (this CTA's cluster index), the tile order (step 11's
+        #   ClusterPersistentScheduler2D over this plan's cluster tiles), work (your WorkUnits at its first unit), and
+        #   step 11's m_st and n_st: the first row and column of this CTA's part of the current unit's tile. Both CTAs of
+        #   a cluster walk the same units. For speed: declaring a rank (T.cta_id_in_cluster) makes the launch a cluster
+        #   launch even where a cluster is one CTA, and that launch placed lone CTAs worse for the L2 (2048^3: 0.951x
+        #   cuBLAS against 0.991x in a plain launch, H100); a lone CTA's rank is a constant.
         todo("12.9 the units this cluster walks")
 
         if wg_id == 0:
