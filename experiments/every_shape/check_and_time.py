@@ -7,7 +7,8 @@ python experiments/every_shape/check_and_time.py --steps 10,11,12 --shapes 256x4
 wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA; a q suffix: whole tiles in clusters of
 2 x 2 CTAs, with --impl experiments/every_shape/cluster2x2; an sN suffix after a dp plan: at most N pipeline
 stages, with --impl experiments/every_shape/stages; auto: the step's own choice), timed in the same run.
---plans-impl DIR builds those plans from another tree than --impl (a variant of step 12 beside the solutions).
+--plans-impl DIR[,DIR...] builds those plans from other trees than --impl (variants of step 12 beside the
+solutions), each plan from each tree, labelled step12-TREE-PLAN where there are several trees.
 
 Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
 and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
@@ -89,13 +90,15 @@ def main() -> int:
     for shape in shapes:
         row = {"shape": format_shape(shape), "checks": {}, "ms": {}}
         kernels = {}
-        variants = [(step, None) for step in steps] + [(12, name) for name in args.plans.split(",") if name]
-        for step, plan_name in variants:
+        trees = [Path(tree) for tree in args.plans_impl.split(",")] if args.plans_impl else [Path(args.impl)]
+        variants = [(step, None, Path(args.impl)) for step in steps] + [
+            (12, name, tree) for tree in trees for name in args.plans.split(",") if name]
+        for step, plan_name, impl in variants:
             if STEPS["hopper"][step].shapes.violation(shape):
                 continue
-            label = f"step{step}" + (f"-{plan_name}" if plan_name else "")
+            label = f"step{step}" + (f"-{impl.name}" if plan_name and len(trees) > 1 else "") + (
+                f"-{plan_name}" if plan_name else "")
             t0 = time.time()
-            impl = Path(args.plans_impl if plan_name and args.plans_impl else args.impl)
             kernel, scratch = load(step, shape, sm_count, impl, plan_name)
             a, b = diagnosis.random_inputs(shape, 1234)
             ref = diagnosis.reference(a, b)

@@ -1,0 +1,556 @@
+"""Step 12 (Hopper): a decomposition that fills the GPU.
+
+Step 11 gives each cluster whole 256x256 tiles. Where the tiles are fewer than the clusters (256
+tokens through a 4096-wide layer: 16 tiles for 66 clusters), or leave the last wave mostly empty,
+most SMs idle. Here the unit of work is (cluster tile, range of K tiles): the host picks, per shape,
+how the tiles' K iterations are dealt to the clusters (`plan_decomposition`), and clusters that
+share a tile add their partial sums through an fp32 workspace in global memory.
+"""
+
+import dataclasses
+
+import tvm
+from tvm.backend.cuda.lang.pipeline import MBarrier, PipelineState, TMABar
+from tvm.backend.cuda.lang.tile_scheduler import ClusterPersistentScheduler2D
+from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+
+from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
+
+# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128, 64, the consumers splitting
+# its columns: twice the CTAs over the few rows there are
+TILE_ROWS = (128, 64)
+# CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
+# the same, alone first: on the H100 lone CTAs ran 0.2-6% faster than pairs of the same tiles at the 23 layer shapes
+# of 128 to 1000 tokens timed (256x4096x4096 1.059x against 1.002x cuBLAS) and at 2048^3 (0.991x against 0.951x),
+# 0.1-0.8% slower at 4096^3 and larger (experiments/every_shape/h100-plain-launch); stream-K only in pairs (alone,
+# 0.66x against 0.95x at 256x3584x18944)
+CLUSTER_SIZES = (1, 2)
+# the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
+# two CTAs of a pair, whole 8-row swizzle atoms of B
+TILE_WIDTHS = tuple(range(256, 31, -16))
+BLK_K = 64
+
+
+# What the host's choice weighs: the time of one K iteration of a CTA tile `rows` x `width`, in units of a
+# 128 x 64 one. Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring (rows + width) x
+# 128 bytes into the SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at
+# 128 rows and widths 64, 128 and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition
+# timed at ten shapes) within 3%; a unit's fixup (its partial sums stored, or read and added) costs about
+# 0.275 x width x rows / 128.
+def iteration_cost(rows: int, width: int) -> float:
+    return max(rows * width / 32, 2 * (rows + width)) / 384
+
+
+def fixup_cost(rows: int, width: int) -> float:
+    return 0.275 * width * rows / 128
+
+
+# At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
+# and cuBLAS reach at 128 tokens, ncu), 440 KB in the time of one of the units above (0.22 us on the H200). A
+# plan's DRAM traffic: A, B and D once, and stream-K's fp32 partial sums, each stored and read back once. The
+# SMs' time and the DRAM's overlap, neither wholly: a plan takes about the root of the sum of their squares
+# (more than the larger, less than the sum; experiments/every_shape/README.md: the measured plans).
+DRAM_BYTES_PER_UNIT = 440e3
+
+
+# >>> TODO 12.1: a plan: what the host decides for one shape
+@dataclasses.dataclass(frozen=True)
+class Decomposition:
+    """How the K iterations of every tile are dealt to the persistent clusters.
+
+    The tiles (in the scheduler's L2-grouped order) split in two: the first `sk_tiles` are
+    stream-K tiles, whose sk_tiles * k_tiles iterations are cut into `sk_units` contiguous ranges,
+    one per cluster 0..sk_units-1 (the first `extra` ranges one iteration longer); the rest are
+    data-parallel tiles, dealt whole, round robin, to all clusters after their range. Split-K is
+    the case where the ranges fall on equal parts of each tile; data-parallel the case sk_tiles = 0.
+    """
+
+    tile_m: int  # rows of a CTA tile
+    tile_n: int  # columns of a cluster tile
+    cluster: int  # CTAs per cluster, stacked along M: a cluster tile is (tile_m * cluster) x tile_n
+    tiles: int
+    k_tiles: int
+    clusters: int
+    sk_tiles: int
+    sk_units: int
+
+    @property
+    def iterations_per_unit(self) -> int:
+        return self.sk_tiles * self.k_tiles // self.sk_units if self.sk_units else 0
+
+    @property
+    def extra(self) -> int:
+        return self.sk_tiles * self.k_tiles % self.sk_units if self.sk_units else 0
+
+    @property
+    def estimated_cost(self) -> float:
+        """The busiest cluster's time in the units of iteration_cost."""
+        whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
+        range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
+        fixup = fixup_cost(self.tile_m, self.tile_n) if self.sk_units else 0.0
+        return (whole_tiles_each * self.k_tiles + range_each) * iteration_cost(self.tile_m, self.tile_n) + fixup
+
+    @property
+    def kind(self) -> str:
+        if self.sk_tiles == 0:
+            return "data-parallel"
+        if self.sk_units % self.sk_tiles == 0 and self.extra == 0:
+            return f"split-K x{self.sk_units // self.sk_tiles}"
+        return "stream-K"
+# <<< TODO 12.1
+
+
+# >>> TODO 12.2: the host's choice
+# Stream-K is taken only where it promises this much over whole tiles: at large K it costs more than the
+# model counts (1000x3584x18944: estimated 6% faster than whole 256-wide tiles, measured 14% slower).
+STREAM_K_MARGIN = 1.15
+
+
+def dram_cost(M: int, N: int, K: int, plan: Decomposition) -> float:
+    """A plan's DRAM traffic in the units of iteration_cost: A, B and D once, stream-K's partial sums twice."""
+    partial_sums = plan.sk_units * plan.cluster * plan.tile_m * plan.tile_n * 4
+    return (2 * (M * K + N * K + M * N) + 2 * partial_sums) / DRAM_BYTES_PER_UNIT
+
+
+def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
+    """The host's choice for one shape: of whole tiles and stream-K, for each CTA height, cluster size
+    and tile width, the decomposition that finishes first: its busiest cluster's estimated_cost
+    (stream-K's times STREAM_K_MARGIN) and its DRAM traffic's, overlapped (the root of the sum of
+    their squares: 128x3584x18944 takes 64-row CTAs, measured 1.03x cuBLAS, where their sum took
+    stream-K, 0.94x); on a tie the earlier (128 rows first, alone first, wider first, whole tiles
+    first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave,
+    at the price of a fixup per unit. 64-row CTAs only where M <= 128: at 256 tokens the model rates
+    them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64)."""
+    k_tiles = -(-K // BLK_K)
+    candidates = []
+    for rows in TILE_ROWS:
+        if rows < 128 and M > 128:
+            continue
+        for cluster in CLUSTER_SIZES:
+            for tile_n in TILE_WIDTHS:
+                tiles = -(-M // (rows * cluster)) * -(-N // tile_n)
+                candidates.append(Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0))
+                if cluster > 1:  # stream-K alone ran 0.66x cuBLAS where pairs ran 0.95x (256x3584x18944)
+                    candidates.append(stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows))
+    return min(candidates, key=lambda plan: ((plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0)) ** 2
+                                             + dram_cost(M, N, K, plan) ** 2) ** 0.5)
+# <<< TODO 12.2
+
+
+# >>> TODO 12.3: stream-K over the last waves
+MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
+
+
+def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int, tile_m: int = 128) -> Decomposition:
+    """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
+    K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
+    least MIN_K_TILES_PER_UNIT iterations. Whole tiles where that cannot be had."""
+    full_waves, tail = divmod(tiles, clusters)
+    whole_tiles = Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, 0, 0)
+    if tail == 0:
+        return whole_tiles
+    sk_tiles = tail + (clusters if full_waves >= 1 else 0)
+    sk_units = min(clusters, sk_tiles * k_tiles // MIN_K_TILES_PER_UNIT)
+    if full_waves >= 1 and sk_units < clusters:  # clusters without a unit would idle while the rest catch up
+        return whole_tiles
+    if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
+        return whole_tiles
+    return Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units)
+# <<< TODO 12.3
+
+
+@T.meta_class
+class WorkUnits:
+    """The persistent loop over one cluster's work: (tile, k_begin, k_end) segments.
+
+    A stream-K cluster walks its iteration range backwards, tile by tile: first the start of its
+    last tile (a partial sum that waits on nobody), last the end of its first tile (the tile's final
+    split, which waits for the clusters before it). Then its data-parallel tiles, whole.
+    """
+
+    # >>> TODO 12.4: a cluster's units: the state, a piece of a range, a whole tile
+    def __init__(self, plan: Decomposition, tile_order: ClusterPersistentScheduler2D):
+        self.plan = plan
+        self.tile_order = tile_order  # maps a tile's index to its (m_idx, n_idx)
+        self.tile = T.local_scalar("int32")
+        self.k_begin = T.local_scalar("int32")
+        self.k_end = T.local_scalar("int32")
+        self.cursor = T.local_scalar("int32")  # the iteration before which the next segment ends
+        self.range_begin = T.local_scalar("int32")
+
+    @T.inline
+    def _segment_ending_at(self, cursor):
+        K_TILES = T.meta_var(self.plan.k_tiles)
+        self.tile = (cursor - 1) // K_TILES
+        self.k_begin = T.max(self.tile * K_TILES, self.range_begin) - self.tile * K_TILES
+        self.k_end = cursor - self.tile * K_TILES
+        self.cursor = self.tile * K_TILES + self.k_begin
+        self.tile_order.update_current_m_n_idx(self.tile)
+
+    @T.inline
+    def _data_parallel(self, tile):
+        self.tile = tile  # `tile` may read self.tile: use only self.tile below
+        self.k_begin = 0
+        self.k_end = self.plan.k_tiles
+        self.cursor = -1
+        self.tile_order.update_current_m_n_idx(self.tile)
+    # <<< TODO 12.4
+
+    # >>> TODO 12.5: the order of a cluster's units: the first, the next, the end
+    @T.inline
+    def init(self, cluster):
+        IPU = T.meta_var(self.plan.iterations_per_unit)
+        EXTRA = T.meta_var(self.plan.extra)
+        self.range_begin = cluster * IPU + T.min(cluster, EXTRA)
+        if cluster < self.plan.sk_units:
+            self._segment_ending_at(self.range_begin + IPU + T.Select(cluster < EXTRA, 1, 0))
+        else:
+            self._data_parallel(self.plan.sk_tiles + cluster)
+
+    @T.inline
+    def next(self, cluster):
+        if self.cursor > self.range_begin:
+            self._segment_ending_at(self.cursor)
+        elif self.cursor >= 0:  # the stream-K range is done
+            self._data_parallel(self.plan.sk_tiles + cluster)
+        else:
+            self._data_parallel(self.tile + self.plan.clusters)
+
+    def valid(self):
+        return self.tile < self.plan.tiles
+    # <<< TODO 12.5
+
+    # >>> TODO 12.6: the cluster that holds a tile's first K tile
+    def first_unit(self):
+        """The cluster whose range holds this tile's first iteration."""
+        IPU, EXTRA = self.plan.iterations_per_unit, self.plan.extra
+        if IPU == 0:  # no stream-K tiles: every tile is its own first and final split
+            return self.plan.clusters
+        first = self.tile * self.plan.k_tiles
+        return T.Select(first < EXTRA * (IPU + 1), first // (IPU + 1), EXTRA + (first - EXTRA * (IPU + 1)) // IPU)
+    # <<< TODO 12.6
+
+
+def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
+    """D = A @ B^T for any M >= 1 and N, K multiples of 8, with the work dealt so that every SM has some.
+
+    The host (plan_decomposition, once per shape) picks the CTA tile's rows (128, or 64 where M <=
+    128), the cluster (one CTA alone, a plain launch, or a CTA pair sharing B, as steps 9-11), the tile width
+    (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns) and how each tile's K tiles are dealt: whole
+    (data-parallel), or cut into one contiguous range of K iterations per cluster (stream-K; split-K is
+    the case where the ranges are equal parts of each tile). `plan` replaces that choice
+    (experiments/every_shape times the others).
+
+    Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
+    WorkUnits, which the producer and both consumers walk alike (the same units, the same K tiles:
+    the rings see the same number of uses on both sides).
+        producer: for k in k_begin..k_end: step 11's loads of K tile k.
+        consumer c: step 11's wgmma loop over k_begin..k_end on its part of the CTA tile (rows 64c..64c+63
+        of a 128-row tile; columns c x tile_n / 2 onwards of a 64-row one, whose consumers share its A),
+        the first K tile of the unit overwriting the accumulator; then one of three endings:
+        - a tile's first or middle range (k_end < k_tiles): its 64-row fp32 partial sum goes to
+          partials[unit's cluster, rank, c] (register i of thread t at [..., i, t]: a warp's 32 stores of
+          one register are 128 contiguous bytes), then the tile's lock counts its K tiles; no store to D.
+        - a tile's final range (k_end = k_tiles, k_begin > 0): wait until the lock says K tiles
+          0..k_begin are in, zero the lock, add the partial sums of the clusters first_unit..cluster-1
+          (in that order: the K order), then the writeback.
+        - a whole tile (k_begin = 0, k_end = k_tiles): the writeback.
+        The writeback is step 11's for a consumer's columns but the last CONSUMER_N % 64 (128B-swizzled
+        staging, 64-column TMA boxes); those go through an unswizzled staging tile whose 8-column slices
+        are contiguous, one TMA box each (a box under the 128-byte swizzle spans 64 columns). Where each
+        cluster has at most one whole tile (STAGING_IN_RING), the staging tiles lie over the ring's first
+        stages, whose loads have all been used by then, and the ring has their bytes for more stages.
+
+    Barrier protocol: step 11's rings, named barriers and cluster barrier, unchanged. The fixup adds
+    one lock per (stream-K tile, CTA rank, consumer) in global memory, and reuses the consumer's named
+    barrier; staging over the ring adds one named barrier of both consumers:
+        | lock / barrier     | counts          | who adds / arrives                | who waits               | start |
+        |--------------------|-----------------|-----------------------------------|-------------------------|-------|
+        | locks[tile, r, c]  | K tiles summed  | thread 0 of consumer c of CTA r    | thread 0 of consumer c  | 0, set|
+        | (int32, global)    | into partials   | of each cluster with a first or    | of CTA r of the cluster | by the|
+        |                    |                 | middle range of the tile: after    | with the tile's final   | host  |
+        |                    |                 | bar 1+c, threadfence, atomicAdd of | range: ld.acquire.gpu   | once; |
+        |                    |                 | its K-tile count                   | until = k_begin; then   | left 0|
+        |                    |                 |                                    | stores 0                | after |
+        | named bar 1+c      | 128 threads     | consumer c: after its partial      | the same                | -     |
+        |                    |                 | stores (before the count), after   |                         |       |
+        |                    |                 | the lock wait (before the loads)   |                         |       |
+        | named bar 3        | 256 threads     | both consumers, after their K loop | the same                | -     |
+        | (STAGING_IN_RING)  |                 | (wait_group 0), before the staging |                         |       |
+    Why it cannot deadlock: a cluster walks its range backwards, so its first unit is the start of its
+    last tile (a first or middle range, which waits on nobody) and only its last unit is a final range,
+    which waits on clusters with lower indices. Cluster 0 never waits; each cluster waits only on
+    ones before it, whose first units need nothing from it. The grid is the clusters the GPU holds at
+    once (sm_count CTAs, one per SM), so every cluster waited on is resident.
+    Deterministic: each partial sum has its own slot and the final range adds them in a fixed order,
+    so a shape gives the same bits on every run (checked on the GPU by experiments/every_shape); the
+    order differs from a data-parallel tile's, so the result is within the grader's tolerance of the
+    fp32 reference, not bit-equal to step 11.
+
+    Memory the host allocates once (build.launcher, zeroed): partials, 64 KiB x tile_m x tile_n / 128^2
+    per CTA and stream-K cluster (up to 16.5 MiB at 132 SMs and 128 x 256 tiles); locks, 4 bytes per stream-K
+    tile, CTA and consumer. A launch leaves every lock at 0 again, so no memset precedes a call.
+
+    Measured on an H100 (docs/ladder-h100.md, experiments/every_shape/h100-rows64, h100-widths and
+    h100-staging-in-ring; one interleaved run per shape, ratio = cuBLAS time / kernel time): Llama-3-8B
+    and Qwen2.5-7B layers at 128 tokens 0.913-1.052x, at 256 tokens 0.944-1.042x (geometric mean 0.992x),
+    at 1000 tokens 0.926-1.116x (1.015x), at 8192 tokens 0.934-1.095x; step 10 0.622x at 256 tokens, the
+    Triton seed 0.66-0.78x; 2048^3
+    0.952x, 4096^3 1.000x, 8192^3 1.030x. A stream-K unit's fixup is expensive (H200): at 2048^3,
+    stream-K over 64 tiles on 66 clusters ran 0.84x against whole tiles' 0.98x; the fp32 partials of
+    132 CTAs (17 MB) cross the L2 twice.
+    """
+    a_type = tvm.DataType("float16")
+    b_type = tvm.DataType("float16")
+    d_type = tvm.DataType("float16")
+    acc_type = tvm.DataType("float32")
+
+    # >>> TODO 12.7: the plan in the kernel
+    plan = plan or plan_decomposition(M, N, K, sm_count)
+    BLK_M = plan.tile_m
+    BLK_N = plan.tile_n
+    CLUSTER = plan.cluster  # CTAs per cluster, stacked along M
+    K_TILES = plan.k_tiles
+    # where each cluster has at most one whole tile, every load has landed and been used when the writeback
+    # starts: D is staged over the ring's first stages, and the staging tiles' shared memory goes to more stages
+    # (the weights stream faster with more in flight: 256x4608x3584 0.879x -> 0.943x cuBLAS on the H100)
+    STAGING_IN_RING = plan.sk_units == 0 and plan.tiles <= plan.clusters
+    # <<< TODO 12.7
+    B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
+    MMA_K = 16
+    NUM_CONSUMERS = 2
+    CONSUMER_ROWS = 64  # rows of the CTA tile each consumer owns: one wgmma's
+    CONSUMER_N = BLK_N if BLK_M == 2 * CONSUMER_ROWS else BLK_N // 2  # and its columns: all, or half of a 64-row tile
+    # Each consumer writes its 64 x CONSUMER_N part in pieces: EPI_N columns at a time through a 128B-swizzled
+    # staging tile (a box spans at most 64 columns), then the last REST_N (a multiple of 8 below 64) through an
+    # unswizzled one, whose 8-column slices are 1 KiB each and contiguous
+    EPI_N = 128 if CONSUMER_N % 128 == 0 else 64
+    REST_N = CONSUMER_N % 64
+    STAGED_N = CONSUMER_N - REST_N
+    REST_COLS = max(REST_N, 8)  # the unswizzled staging tile's columns (8 where there is no rest: it is unused)
+    SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
+    # the staging tiles (none of their own where they lie over the ring), the barriers
+    EPILOGUE_SMEM = (0 if STAGING_IN_RING else NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2) + 1024
+    PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
+    PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
+    EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
+
+    A_layout = mma_shared_layout(a_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_M, BLK_K))
+    B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
+    D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
+    R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
+    TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
+    ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
+    # >>> TODO 12.8: the workspace and the locks
+    # a partial sum per stream-K cluster (it has at most one: the start of its last tile), per CTA and
+    # consumer, stored register-major so that a warp's 32 stores of one register are 128 contiguous bytes
+    PARTIALS = (max(plan.sk_units, 1), CLUSTER, NUM_CONSUMERS, ACC, 128)
+    # per stream-K tile, CTA and consumer: how many of the tile's K tiles are in the workspace
+    LOCKS = (max(plan.sk_tiles * CLUSTER * NUM_CONSUMERS, 1),)
+    # <<< TODO 12.8
+
+    @T.prim_func
+    def kernel(
+        A: T.Buffer((M, K), a_type),
+        B: T.Buffer((N, K), b_type),
+        D: T.Buffer((M, N), d_type),
+        partials: T.Buffer(PARTIALS, acc_type),
+        locks: T.Buffer(LOCKS, "int32"),
+    ):
+        # fmt: off
+        T.device_entry()
+        T.attr({"tirx.launch_bounds_min_blocks_per_sm": 1})
+        bx = T.cta_id([sm_count])
+        wg_id = T.warpgroup_id([1 + NUM_CONSUMERS])
+        warp_id = T.warp_id_in_wg([4])
+        lane_id = T.lane_id([32])
+
+        # ---- shared memory: the two barrier rings, then the 128B-swizzled tiles ----
+        pool = T.SMEMPool()
+        tma2mma = TMABar(pool, PIPE_DEPTH)
+        mma2tma = MBarrier(pool, PIPE_DEPTH)
+        pool.move_base_to(1024)
+        Asmem = pool.alloc((PIPE_DEPTH, BLK_M, BLK_K), a_type, layout=A_layout)
+        Bsmem = pool.alloc((PIPE_DEPTH, BLK_N, BLK_K), b_type, layout=B_layout)
+        # the staging tiles lie over the ring's first stages where STAGING_IN_RING (written once both consumers
+        # are done with them), else after the ring
+        pool.move_base_to(1024 if STAGING_IN_RING else pool.offset)
+        Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+        Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
+        pool.commit()
+
+        # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
+        tma2mma.init(1)
+        mma2tma.init(CLUSTER * NUM_CONSUMERS)
+        T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.fence.proxy.async_.shared__cta()
+        T.cuda.cluster_sync()
+
+        # ---- work units over 256x256 cluster tiles: both CTAs of a cluster get the same ----
+        # >>> TODO 12.9: the units this cluster walks
+        if CLUSTER > 1:  # declaring a rank makes a cluster launch, even of one CTA: it places CTAs worse for the L2
+            rank = T.cta_id_in_cluster([CLUSTER])
+        else:
+            rank = T.meta_var(0)
+        cluster = T.meta_var(bx // CLUSTER)
+        tile_order = ClusterPersistentScheduler2D(
+            "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),
+            l2_group_size=max(1, round((sm_count // CLUSTER * BLK_N / (CLUSTER * BLK_M)) ** 0.5)),
+            num_clusters=sm_count // CLUSTER)
+        work = WorkUnits(plan, tile_order)
+        work.init(cluster)
+        m_st = T.meta_var(tile_order.m_idx * (CLUSTER * BLK_M) + rank * BLK_M)
+        n_st = T.meta_var(tile_order.n_idx * BLK_N)
+        # <<< TODO 12.9
+
+        if wg_id == 0:
+            # ---- producer: registers go to the consumer; one thread issues every TMA ----
+            T.ptx.setmaxnreg.dec.sync.aligned.u32(PRODUCER_REGS)
+            if warp_id == 0:
+                if T.cuda.elect_sync():
+                    produce = PipelineState(PIPE_DEPTH, 1)  # stages start empty: first waits pass
+                    while work.valid():
+                        for k in range(work.k_begin, work.k_end):
+                            mma2tma.wait(produce.stage, produce.phase)
+                            tma2mma.arrive(produce.stage, TMA_BYTES)
+                            Tx.copy_async(Asmem[produce.stage, :, :],
+                                          A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
+                            # this CTA's half of the B tile, written into both CTAs' stage
+                            Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
+                                          B[n_st + rank * B_PART:n_st + (rank + 1) * B_PART,
+                                            k * BLK_K:(k + 1) * BLK_K],
+                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
+                                          cta_mask=(1 << CLUSTER) - 1)
+                            produce.advance()
+                        work.next(cluster)
+        else:
+            # ---- consumer c: wgmma on its rows of full stages, release them, write them back ----
+            T.ptx.setmaxnreg.inc.sync.aligned.u32(CONSUMER_REGS)
+            consumer = T.meta_var(wg_id - 1)
+            acc = T.alloc_local((ACC,), acc_type)
+            consume = PipelineState(PIPE_DEPTH, 0)
+            release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
+            desc_a = T.alloc_local((1,), "uint64")
+            desc_b = T.alloc_local((1,), "uint64")
+            # >>> TODO 12.10: this consumer's part of the tile, its lock, and its thread's place in a partial sum
+            # consumer c's rows of A and columns of B: (64c, all) in a 128-row tile, (all, CONSUMER_N c) in a 64-row one
+            row_0 = T.meta_var(consumer * (BLK_M - CONSUMER_ROWS))
+            col_0 = T.meta_var(consumer * (BLK_N - CONSUMER_N))
+            encode_sw128_desc(desc_a[0], Asmem.ptr_to([0, row_0, 0]))
+            encode_sw128_desc(desc_b[0], Bsmem.ptr_to([0, col_0, 0]))
+            thread = T.meta_var(warp_id * 32 + lane_id)
+            lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS + consumer)
+            seen = T.alloc_local((1,), "int32")
+            # <<< TODO 12.10
+            while work.valid():
+                for k in range(work.k_begin, work.k_end):
+                    tma2mma.wait(consume.stage, consume.phase)
+                    a_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_M // 128)))
+                    # >>> TODO 12.11: a K tile of a unit, at the plan's width
+                    b_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_N // 128)))
+                    T.ptx.wgmma.fence.sync.aligned()
+                    for kk in T.unroll(BLK_K // MMA_K):
+                        wgmma_64xNx16(acc, desc_a[0] + a_offset, desc_b[0] + b_offset, kk,
+                                      (k - work.k_begin) * (BLK_K // MMA_K) + kk != 0, CONSUMER_N)
+                    # <<< TODO 12.11
+                    T.ptx.wgmma.commit_group.sync.aligned()
+                    # every group but the one just issued is done: the previous stage is free
+                    T.ptx.wgmma.wait_group.sync.aligned(1)
+                    if k > work.k_begin:
+                        if warp_id == 0:
+                            if lane_id == 0:
+                                for peer in T.unroll(CLUSTER):
+                                    mma2tma.arrive(release.stage, remote=peer)
+                        release.advance()
+                    consume.advance()
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if warp_id == 0:
+                    if lane_id == 0:
+                        for peer in T.unroll(CLUSTER):
+                            mma2tma.arrive(release.stage, remote=peer)
+                release.advance()
+
+                # >>> TODO 12.12: leave a partial sum for the tile's final range
+                if work.k_end < K_TILES:
+                    # ---- not the tile's last K tiles: leave the partial sum for the tile's final split ----
+                    for i in T.unroll(ACC):
+                        partials[cluster, rank, consumer, i, thread] = acc[i]
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if lane_id == 0:
+                            T.cuda.thread_fence()  # every thread's stores, seen by the GPU before the count
+                            T.evaluate(T.cuda.atomic_add(locks.ptr_to([lock_index]), work.k_end - work.k_begin))
+                    work.next(cluster)
+                    continue
+                # <<< TODO 12.12
+                # >>> TODO 12.13: the final range: wait for the partial sums, add them
+                if work.k_begin > 0:
+                    # ---- the tile's final split: wait for K tiles 0..k_begin, add them in K order ----
+                    if warp_id == 0:
+                        if lane_id == 0:
+                            seen[0] = -1
+                            while seen[0] != work.k_begin:
+                                T.ptx.ld.acquire.gpu.global_.b32(seen[0], locks.ptr_to([lock_index]))
+                            locks[lock_index] = 0  # no one else touches it again: zero for the next launch
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for unit in range(work.first_unit(), cluster):
+                        for i in T.unroll(ACC):
+                            acc[i] = acc[i] + partials[unit, rank, consumer, i, thread]
+                # <<< TODO 12.13
+
+                # >>> TODO 12.14: the writeback at any width
+                if STAGING_IN_RING:
+                    # the staging tiles lie over stages whose A rows (or all of A, in a 64-row tile) the other
+                    # consumer's last wgmmas may still read
+                    T.ptx.bar.sync(EPILOGUE_BAR + NUM_CONSUMERS, NUM_CONSUMERS * 128)
+                # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
+                # the previous tile's TMA store must have finished reading Dsmem
+                for half in T.unroll(STAGED_N // EPI_N):
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for i in T.unroll(EPI_N // 2):
+                        Dsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                            acc[half * (EPI_N // 2) + i], d_type)
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + row_0)
+                            for part in T.unroll(EPI_N // 64):
+                                col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
+                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+                if REST_N > 0:
+                    # ---- the last REST_N columns: unswizzled staging, one 8-column box per 1 KiB ----
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for i in T.unroll(REST_N // 2):
+                        Rsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                            acc[STAGED_N // 2 + i], d_type)
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + row_0)
+                            for part in T.unroll(REST_N // 8):
+                                col = T.meta_var(n_st + col_0 + STAGED_N + part * 8)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 8],
+                                              Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+                # <<< TODO 12.14
+                work.next(cluster)
+
+            # the last TMA store must finish before the CTA (and its shared memory) goes away
+            if warp_id == 0:
+                T.ptx.cp.async_.bulk.wait_group(0)
+
+        # no CTA leaves while its peer may still arrive on its barriers
+        T.cuda.cluster_sync()
+
+    return kernel
