@@ -36,6 +36,11 @@ CLUSTER_SIZES = (1, 2)
 # two CTAs of a pair, whole 8-row swizzle atoms of B
 TILE_WIDTHS = tuple(range(256, 31, -16))
 BLK_K = 64
+# rows of D in one L2 group of the tile order (16 lone 128-row tiles, or 8 pairs): a wave of 132 lone tiles then
+# covers 16 x 8.25 tiles, not step 11's 8 x 16.5, and brings 4,160 rows of A and B into the L2, not 5,248 (8192^3 on
+# the H200: 1.28 GB read from DRAM, not 1.53; 0.1-0.4% faster at the squares and 8192-token layers:
+# experiments/every_shape/l2_group)
+L2_GROUP_ROWS = 2048
 
 
 # What the host's choice weighs: the time of one K iteration of a CTA tile `rows` x `width`, in units of a
@@ -236,11 +241,12 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         # ---- work units over 256x256 cluster tiles: both CTAs of a cluster get the same ----
         # TODO 12.9: the units this cluster walks
         #   rank (this CTA's place in its cluster), cluster (this CTA's cluster index), the tile order (step 11's
-        #   ClusterPersistentScheduler2D over this plan's cluster tiles), work (your WorkUnits at its first unit), and
-        #   step 11's m_st and n_st: the first row and column of this CTA's part of the current unit's tile. Both CTAs of
-        #   a cluster walk the same units. For speed: declaring a rank (T.cta_id_in_cluster) makes the launch a cluster
-        #   launch even where a cluster is one CTA, and that launch placed lone CTAs worse for the L2 (2048^3: 0.951x
-        #   cuBLAS against 0.991x in a plain launch, H100); a lone CTA's rank is a constant.
+        #   ClusterPersistentScheduler2D over this plan's cluster tiles, in L2 groups of L2_GROUP_ROWS rows), work (your
+        #   WorkUnits at its first unit), and step 11's m_st and n_st: the first row and column of this CTA's part of
+        #   the current unit's tile. Both CTAs of a cluster walk the same units. For speed: declaring a rank
+        #   (T.cta_id_in_cluster) makes the launch a cluster launch even where a cluster is one CTA, and that launch
+        #   placed lone CTAs worse for the L2 (2048^3: 0.951x cuBLAS against 0.991x in a plain launch, H100); a lone
+        #   CTA's rank is a constant.
         todo("12.9 the units this cluster walks")
 
         if wg_id == 0:
