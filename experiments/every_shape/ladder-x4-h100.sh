@@ -3,6 +3,7 @@
 # against cuBLAS at 4096^3 and 8192^3 (ncu-squares-h100.sh). After ../shared/device/README.md's first call (part a of
 # the wheel). Everything comes back in $OUT/results.tgz (a call returns at most 8 files). The tables are dealt by the
 # times the 2026-11-28 run took (squares 291 s, 128 tokens 154, 256 206, 1000 228, 8192 308, grade 12 ~150).
+# Its second run that day got a node of four H200s (h200-ladder-x4/, docs/ladder-h200.*): 445 s in all.
 set -u
 R=/tmp/results; mkdir -p $R
 bash .device/b/install.sh > $R/install.log 2>&1 || { cat $R/install.log; exit 3; }

@@ -298,14 +298,12 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     per CTA and stream-K cluster (up to 16.5 MiB at 132 SMs and 128 x 256 tiles); locks, 4 bytes per stream-K
     tile, CTA and consumer. A launch leaves every lock at 0 again, so no memset precedes a call.
 
-    Measured on an H100 (docs/ladder-h100.md, experiments/every_shape/h100-rows64, h100-widths and
-    h100-staging-in-ring; one interleaved run per shape, ratio = cuBLAS time / kernel time): Llama-3-8B
-    and Qwen2.5-7B layers at 128 tokens 0.913-1.052x, at 256 tokens 0.944-1.042x (geometric mean 0.992x),
-    at 1000 tokens 0.926-1.116x (1.015x), at 8192 tokens 0.934-1.095x; step 10 0.622x at 256 tokens, the
-    Triton seed 0.66-0.78x; 2048^3
-    0.952x, 4096^3 1.000x, 8192^3 1.030x. A stream-K unit's fixup is expensive (H200): at 2048^3,
-    stream-K over 64 tiles on 66 clusters ran 0.84x against whole tiles' 0.98x; the fp32 partials of
-    132 CTAs (17 MB) cross the L2 twice.
+    Measured (one interleaved run per shape, ratio = cuBLAS time / kernel time): on an H100
+    (experiments/every_shape/h100-squares-1128) 2048^3 0.996x, 4096^3 1.008x, 8192^3 1.022x; the whole
+    bench on H200s (docs/ladder-h200.md): Llama-3-8B and Qwen2.5-7B layers at 128 to 8192 tokens
+    0.929-1.125x, geometric mean 1.005x (the Triton seed 0.811x, step 10 0.745x where it runs).
+    A stream-K unit's fixup is expensive (H200): at 2048^3, stream-K over 64 tiles on 66 clusters ran
+    0.84x against whole tiles' 0.98x; the fp32 partials of 132 CTAs (17 MB) cross the L2 twice.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
