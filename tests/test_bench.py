@@ -105,3 +105,13 @@ def test_a_missing_run_gets_one_line(tmp_path, capsys):
     assert bench.main(["--merge", str(tmp_path / "absent.json"), "--out", str(tmp_path / "ladder")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "absent.json cannot be read as JSON (FileNotFoundError" in err[0], err
+
+
+def test_each_shape_logs_its_ratios_when_it_is_done():
+    rows = [
+        {"step": 12, "shape": [128, 4096, 4096], "kernel_ms": 0.02, "cublas_ms": 0.021, "correct": True},
+        {"step": "triton-seed", "shape": [128, 4096, 4096], "kernel_ms": 0.042, "cublas_ms": 0.021, "correct": False},
+    ]
+    assert bench.progress_line((128, 4096, 4096), rows) == (
+        "bench: 128x4096x4096 done: step 12 1.050x, triton-seed 0.500x (wrong) (cuBLAS 0.0210 ms)"
+    )

@@ -207,7 +207,7 @@ def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int
     print(f"bench: timing {len(calls) - 1} kernels and cuBLAS at {format_shape(shape)}", file=sys.stderr, flush=True)
     ms = timing.median_ms_interleaved(calls)
     reference = diagnosis.reference(a, b)
-    return [
+    rows = [
         {
             "step": number,
             "shape": list(shape),
@@ -217,6 +217,19 @@ def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int
         }
         for number in outputs
     ]
+    # each shape's result as it comes: a run cut short (a time limit) still shows the shapes it finished
+    print(progress_line(shape, rows), file=sys.stderr, flush=True)
+    return rows
+
+
+def progress_line(shape: Shape, rows: list[dict]) -> str:
+    """One shape's ratios to cuBLAS, as the log shows them when the shape is done."""
+    ratios = ", ".join(
+        f"{'step ' if isinstance(row['step'], int) else ''}{row['step']} {row['cublas_ms'] / row['kernel_ms']:.3f}x"
+        + ("" if row["correct"] else " (wrong)")
+        for row in rows
+    )
+    return f"bench: {format_shape(shape)} done: {ratios} (cuBLAS {rows[0]['cublas_ms']:.4f} ms)"
 
 
 def driver_version() -> str:
