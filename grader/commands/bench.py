@@ -225,8 +225,7 @@ def _bench_shape(shape: Shape, specs: list, track: str, arch: str, sm_count: int
 def progress_line(shape: Shape, rows: list[dict]) -> str:
     """One shape's ratios to cuBLAS, as the log shows them when the shape is done."""
     ratios = ", ".join(
-        f"{'step ' if isinstance(row['step'], int) else ''}{row['step']} {row['cublas_ms'] / row['kernel_ms']:.3f}x"
-        + ("" if row["correct"] else " (wrong)")
+        f"{implementation_name(row['step'])} {share_of_cublas(row):.3f}x" + ("" if row["correct"] else " (wrong)")
         for row in rows
     )
     return f"bench: {format_shape(shape)} done: {ratios} (cuBLAS {rows[0]['cublas_ms']:.4f} ms)"
@@ -239,6 +238,15 @@ def driver_version() -> str:
         ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True
     )
     return next(iter(done.stdout.split()), "unknown")  # one line per GPU, one driver for all
+
+
+def share_of_cublas(row: dict) -> float:
+    """The ratio every table shows: cuBLAS time / kernel time."""
+    return row["cublas_ms"] / row["kernel_ms"]
+
+
+def implementation_name(step: int | str) -> str:
+    return f"step {step}" if isinstance(step, int) else step
 
 
 def tflops(row: dict, key: str) -> float:
@@ -279,7 +287,7 @@ def _table(rows: list[dict], with_layer: bool) -> list[str]:
             (f"| {row['layer']} " if with_layer else "")
             + f"| {row['step']} | {format_shape(tuple(row['shape']))} | {row['kernel_ms']:.4f} | "
             f"{tflops(row, 'kernel_ms'):.1f} | {row['cublas_ms']:.4f} | {tflops(row, 'cublas_ms'):.1f} | "
-            f"{row['cublas_ms'] / row['kernel_ms']:.3f}x | {'yes' if row['correct'] else 'NO'} |"
+            f"{share_of_cublas(row):.3f}x | {'yes' if row['correct'] else 'NO'} |"
         )
     return lines
 
@@ -290,7 +298,7 @@ def _summary(rows: list[dict]) -> list[str]:
     shares: dict[str, dict[tuple, float]] = {}
     for row in rows:
         name = "triton-seed (better variant)" if row["step"] in TRITON_ROWS else f"step {row['step']}"
-        share = row["cublas_ms"] / row["kernel_ms"] if row["correct"] else 0.0
+        share = share_of_cublas(row) if row["correct"] else 0.0
         key = tuple(row["shape"])
         shares.setdefault(name, {})[key] = max(share, shares.get(name, {}).get(key, 0.0))
     lines = ["| implementation | shapes | lowest share of cuBLAS | geometric mean |", "|---|---:|---:|---:|"]
@@ -325,10 +333,10 @@ def _draw_layers(axes, payload: dict, rows: list[dict]) -> None:
     shapes = list(dict.fromkeys(tuple(row["shape"]) for row in rows))
     names = list(dict.fromkeys(row["step"] for row in rows))
     for index, name in enumerate(names):
-        points = [(shapes.index(tuple(row["shape"])), row["cublas_ms"] / row["kernel_ms"])
+        points = [(shapes.index(tuple(row["shape"])), share_of_cublas(row))
                   for row in rows if row["step"] == name]
         axes.plot([x for x, _ in points], [y for _, y in points], "o" if isinstance(name, int) else "s",
-                  color=f"C{index}", label=str(name) if not isinstance(name, int) else f"step {name}")
+                  color=f"C{index}", label=implementation_name(name))
     axes.axhline(1.0, color="black", linestyle="--", linewidth=1)
     labels = [f"{next(row['layer'] for row in rows if tuple(row['shape']) == s)} M={s[0]}" for s in shapes]
     axes.set_xticks(range(len(shapes)), labels, rotation=75, fontsize=7)

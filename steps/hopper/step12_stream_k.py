@@ -38,8 +38,8 @@ TILE_WIDTHS = tuple(range(256, 31, -16))
 BLK_K = 64
 # rows of D in one L2 group of the tile order (16 lone 128-row tiles, or 8 pairs): a wave of 132 lone tiles then
 # covers 16 x 8.25 tiles, not step 11's 8 x 16.5, and brings 4,160 rows of A and B into the L2, not 5,248 (8192^3 on
-# the H200: 1.28 GB read from DRAM, not 1.53; 0.1-0.4% faster at the squares and 8192-token layers:
-# experiments/every_shape/README.md, L2 groups)
+# the H200: 1.28 GB read from DRAM, not 1.53; 0.1-0.4% faster at four of the five squares and seven of the eight
+# 8192-token layers, 0.1% slower at one: experiments/every_shape/README.md, L2 groups)
 L2_GROUP_ROWS = 2048
 
 
