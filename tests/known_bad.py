@@ -574,7 +574,7 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # ranges without a floor of K tiles) changed no plan at a graded shape and passed the H100 grade: a plan mistake
     # is graded only where it changes the plan (test_known_bad_cpu checks that each of these does).
     Variant("hopper-12-cost-without-the-width", "hopper", 12,
-            r"\* iteration_cost\(self\.tile_m, self\.tile_n\) \+ fixup", "+ fixup",
+            r"iterations \* iteration_cost\(self\.tile_m, self\.tile_n\)", "iterations",
             "slow", GPU_ONLY, todo="12.1", names=("iteration_cost",)),
     Variant("hopper-12-first-unit-one-late", "hopper", 12,
             r"(return T\.Select\(first < EXTRA \* \(IPU \+ 1\)[^\n]*)", r"\1 + 1",

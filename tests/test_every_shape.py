@@ -100,6 +100,19 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     assert qwen_down_256.sk_units > 0 and qwen_down_256.cluster == 2
 
 
+def test_stream_k_after_whole_waves_where_its_dearer_ranges_still_pay():
+    """After waves of whole tiles, a stream-K range runs at other K offsets than the clusters around it and costs
+    about 1.14 whole-tile iterations (H200, experiments/every_shape/h200-stream-k-tail): it pays over 15.5 waves of
+    256-wide pairs at 8192^3 (1.047x cuBLAS against 1.025x whole), not over 3.9 at 4096^3 (0.966x against 1.006x)
+    nor at 4096x4096x16384 (0.953x against 1.004x)."""
+    module = _step12()
+    big = module.plan_decomposition(8192, 8192, 8192, 132)
+    assert (big.kind, big.tile_n, big.cluster) == ("stream-K", 256, 2) and 0 < big.sk_tiles < big.tiles
+    assert big.estimated_cost < module.Decomposition(128, 256, 2, 1024, 128, 66, 0, 0).estimated_cost
+    for shape in ((4096, 4096, 4096), (4096, 4096, 16384)):
+        assert module.plan_decomposition(*shape, 132).sk_units == 0, shape
+
+
 def test_the_plans_time_ranks_the_measured_plans_as_well_as_the_sum_or_the_larger_of_its_two_costs():
     """experiments/every_shape/model_regret.py over the committed H100 measurements: the plan's time (the root of
     the sum of the squares of the SMs' and DRAM's costs) picks plans no slower, in geometric mean, than the sum

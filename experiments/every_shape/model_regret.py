@@ -1,13 +1,12 @@
 """How well step 12's host model ranks the plans that were measured: for each shape with two or more plans timed on
-the H100 (h100*/ files of this folder), the plan the model would pick among them, the one that ran fastest, and the
+the H100 or the H200 (h100*/, h200*/ files of this folder; each shape's plans in one run), the plan the model would pick among them, the one that ran fastest, and the
 first's time over the second's ("regret"), for ways of combining the SMs' cost with the DRAM's.
 
     python experiments/every_shape/model_regret.py
 
 Plans are named as check_and_time.py's --plans (dp64r64, sk112c1, ...); a run's own plan ("step12") counts in the
-runs made with the model of 2026-11-27 evening (h100-rows64, h100-clusters: the SMs' and DRAM's costs summed), named
-as today's model names it, but at 128x3584x18944, where the two differ; and in the runs made with today's model
-(h100-hypot, h100-cluster2x2).
+runs of EARLIER_RUNS_PLANS, named there as the model of their day picked it (the model of 2026-11-28 morning, as the
+summed model of 2026-11-27 but at 128x3584x18944).
 Repeated measurements of a plan are averaged. Plans the model never proposes (64-row tiles at M > 128) are ranked
 too: the regret is of the ranking, not of the model's candidate list.
 """
@@ -29,9 +28,26 @@ from grader.core import build  # noqa: E402
 from grader.core.steps import STEPS  # noqa: E402
 
 SM_COUNT = 132
-RUNS_WITH_THE_SUMMED_MODEL = ("h100-rows64", "h100-clusters")
-RUNS_WITH_TODAYS_MODEL = ("h100-hypot", "h100-cluster2x2")
-SUMMED_MODEL_DIFFERS = {(128, 3584, 18944): "sk112c1"}  # where today's model picks otherwise
+# the plan a run's "step12" ran, where the model of that run's day differs from today's or may: (folder, shape) -> name
+EARLIER_RUNS_PLANS = {
+    ("h100-cluster2x2", (256, 3584, 3584)): "dp64c1", ("h100-cluster2x2", (256, 4096, 4096)): "dp64c1",
+    ("h100-cluster2x2", (256, 4608, 3584)): "dp80c1", ("h100-cluster2x2", (256, 6144, 4096)): "dp96c1",
+    ("h100-clusters", (256, 4608, 3584)): "dp80c1", ("h100-clusters", (1000, 3584, 3584)): "dp224c1",
+    ("h100-clusters", (1000, 4096, 4096)): "dp256c1", ("h100-clusters", (1000, 4608, 3584)): "dp144c1",
+    ("h100-clusters", (2048, 2048, 2048)): "dp256c1", ("h100-clusters", (4096, 4096, 4096)): "dp256c1",
+    ("h100-clusters", (8192, 4096, 1024)): "dp256c1", ("h100-hypot", (128, 3584, 18944)): "dp64r64c1",
+    ("h100-rows64", (100, 264, 4104)): "sk32r64", ("h100-rows64", (128, 3584, 3584)): "dp64r64c1",
+    ("h100-rows64", (128, 3584, 18944)): "sk112c1", ("h100-rows64", (128, 4096, 4096)): "dp64r64c1",
+    ("h100-rows64", (128, 4096, 14336)): "dp64r64c1", ("h100-rows64", (128, 4608, 3584)): "dp80r64c1",
+    ("h100-rows64", (128, 6144, 4096)): "dp96r64c1", ("h100-rows64", (128, 28672, 4096)): "dp224c1",
+    ("h100-rows64", (128, 37888, 3584)): "dp144c1", ("h100-rows64", (256, 3584, 18944)): "sk128",
+    ("h100-rows64", (256, 4096, 4096)): "dp64c1", ("h100-rows64", (256, 4096, 14336)): "dp64c1",
+    ("h100-rows64", (256, 4608, 3584)): "dp80c1", ("h100-rows64", (1000, 4608, 3584)): "dp144c1",
+    ("h200-model-change", (8192, 8192, 8192)): "sk256", ("h200-model-change", (8192, 3584, 18944)): "sk144",
+    ("h200-model-change", (128, 3584, 18944)): "sk112r64", ("h200-model-change", (1000, 28672, 4096)): "dp256c1",
+    ("h200-model-change", (8192, 6144, 4096)): "sk256", ("h200-model-change", (8192, 28672, 4096)): "sk256",
+    ("h200-model-change", (8192, 37888, 3584)): "dp256c1",
+}
 COMBINATIONS = {
     "sum": lambda sm, dram: sm + dram,
     "max": max,
@@ -47,7 +63,7 @@ def plan_name(plan) -> str:
 def measured(module: dict) -> dict[tuple, dict[str, float]]:
     """{shape: {plan name: mean time / cuBLAS time}}."""
     times: dict[tuple, dict[str, list[float]]] = {}
-    for path in sorted(glob.glob(str(HERE / "h100*" / "*.json"))):
+    for path in sorted(glob.glob(str(HERE / "h100*" / "*.json")) + glob.glob(str(HERE / "h200*" / "*.json"))):
         data = json.loads(Path(path).read_text())
         rows = data.get("rows") if isinstance(data, dict) else None
         for row in rows or []:
@@ -59,10 +75,8 @@ def measured(module: dict) -> dict[tuple, dict[str, float]]:
                 # clusters, capped stages, D in the ring)
                 if re.fullmatch(r"step12-(dp|sk)\d+(r64)?(c1)?", label):
                     name = label[len("step12-"):]
-                elif label == "step12" and any(run in path for run in RUNS_WITH_THE_SUMMED_MODEL):
-                    name = SUMMED_MODEL_DIFFERS.get(shape) or plan_name(module["plan_decomposition"](*shape, SM_COUNT))
-                elif label == "step12" and any(run in path for run in RUNS_WITH_TODAYS_MODEL):
-                    name = plan_name(module["plan_decomposition"](*shape, SM_COUNT))
+                elif label == "step12" and (Path(path).parent.name, shape) in EARLIER_RUNS_PLANS:
+                    name = EARLIER_RUNS_PLANS[Path(path).parent.name, shape]
                 else:
                     continue
                 times.setdefault(shape, {}).setdefault(name, []).append(ms / row["ms"]["cublas"])
@@ -80,7 +94,7 @@ def regrets(combine) -> dict[tuple, tuple[str, str, float]]:
 
         def key(name):
             plan = forced_plan(type("m", (), module), name, shape, SM_COUNT)
-            sm = plan.estimated_cost * (module["STREAM_K_MARGIN"] if plan.sk_units else 1.0)
+            sm = plan.estimated_cost * plan.margin
             # ties as the model breaks them: 128 rows, pairs, wider, whole tiles first
             return (round(combine(sm, module["dram_cost"](*shape, plan)), 6), -plan.tile_m, -plan.cluster,
                     -plan.tile_n, plan.sk_units > 0)

@@ -39,17 +39,27 @@ L2_GROUP_ROWS = 2048
 
 
 # What the host's choice weighs: the time of one K iteration of a CTA tile `rows` x `width`, in units of a
-# 128 x 64 one. Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring (rows + width) x
-# 128 bytes into the SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at
-# 128 rows and widths 64, 128 and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition
-# timed at ten shapes) within 3%; a unit's fixup (its partial sums stored, or read and added) costs about
-# 0.275 x width x rows / 128.
+# 128 x 64 one (384 cycles of an SM). Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring
+# (rows + width) x 128 bytes into the SM at about 64 bytes a cycle. The two overlap: the larger sets the time, and
+# where they are close (128 x 128) they slow each other, which a smooth maximum (the 16-norm) counts: it fits what was
+# measured on an H200 at 128 rows and widths 64, 128 and 256 (1.0 : 1.36 : 2.6, experiments/every_shape/run2.json; the
+# model 1.0 : 1.39 : 2.67) and makes 128 columns 4% dearer per column than 256, as measured (the larger of the two
+# alone rates them equal; at 8192x28672x4096 CTA tiles of 128x128 ran 0.993x cuBLAS, 128x256 1.001x). A unit's fixup
+# (its partial sums stored, or read and added) costs about 0.275 x width x rows / 128.
 def iteration_cost(rows: int, width: int) -> float:
-    return max(rows * width / 32, 2 * (rows + width)) / 384
+    tensor, loads = rows * width / 32, 2 * (rows + width)
+    return (tensor ** 16 + loads ** 16) ** (1 / 16) / 384
 
 
 def fixup_cost(rows: int, width: int) -> float:
     return 0.275 * width * rows / 128
+
+
+# A tile's writeback goes in rounds of registers -> staging -> TMA store, each waiting for the one before it to have
+# left shared memory (TODO 12.14). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
+# (docs/measurements.md); widths of 176, 208 and 224 columns, three or four rounds, ran 2-3% slower per column than
+# 256 at 8192 rows, where the iterations cost the same.
+WRITEBACK_ROUND_COST = 2.1
 
 
 # At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
@@ -61,6 +71,14 @@ DRAM_BYTES_PER_UNIT = 440e3
 
 
 # >>> TODO 12.1: a plan: what the host decides for one shape
+def writeback_cost(rows: int, width: int) -> float:
+    """A tile's writeback: 128-column rounds where a consumer's columns are a multiple of 128, else 64-column
+    ones and one more for the rest (TODO 12.14)."""
+    columns = width if rows == 128 else width // 2  # a consumer's
+    rounds = columns // 128 if columns % 128 == 0 else columns // 64 + (columns % 64 > 0)
+    return WRITEBACK_ROUND_COST * rounds
+
+
 @dataclasses.dataclass(frozen=True)
 class Decomposition:
     """How the K iterations of every tile are dealt to the persistent clusters.
@@ -91,11 +109,22 @@ class Decomposition:
 
     @property
     def estimated_cost(self) -> float:
-        """The busiest cluster's time in the units of iteration_cost."""
+        """The busiest cluster's time in the units of iteration_cost: its iterations and writebacks, and a
+        stream-K range's fixup (where whole tiles come first: a dearer iteration, the fixup in it)."""
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
-        fixup = fixup_cost(self.tile_m, self.tile_n) if self.sk_units else 0.0
-        return (whole_tiles_each * self.k_tiles + range_each) * iteration_cost(self.tile_m, self.tile_n) + fixup
+        writebacks = whole_tiles_each + (1 if self.sk_units else 0)
+        if self.sk_units and self.sk_tiles == self.tiles:  # stream-K over every tile
+            iterations, fixup = range_each, fixup_cost(self.tile_m, self.tile_n)
+        else:  # whole tiles, then (if any) stream-K over the last waves
+            iterations, fixup = whole_tiles_each * self.k_tiles + range_each * STREAM_K_TAIL_COST, 0.0
+        return (iterations * iteration_cost(self.tile_m, self.tile_n) + fixup
+                + writebacks * writeback_cost(self.tile_m, self.tile_n))
+
+    @property
+    def margin(self) -> float:
+        """What the host multiplies estimated_cost by: STREAM_K_MARGIN for stream-K over every tile."""
+        return STREAM_K_MARGIN if self.sk_units and self.sk_tiles == self.tiles else 1.0
 
     @property
     def kind(self) -> str:
@@ -108,9 +137,15 @@ class Decomposition:
 
 
 # >>> TODO 12.2: the host's choice
-# Stream-K is taken only where it promises this much over whole tiles: at large K it costs more than the
-# model counts (1000x3584x18944: estimated 6% faster than whole 256-wide tiles, measured 14% slower).
+# Stream-K over every tile (too few tiles for the clusters) is taken only where it promises this much over whole
+# tiles: at large K it costs more than the model counts (1000x3584x18944: estimated 6% faster than whole 256-wide
+# tiles, measured 14% slower).
 STREAM_K_MARGIN = 1.15
+# Stream-K after waves of whole tiles (many rows): each cluster's range runs at other K offsets than the other
+# clusters', so fewer of its loads are found in the L2 (4096^3: 196 MB read from DRAM, whole tiles 145). An
+# iteration of a range costs this much of a whole tile's, its fixup included: fitted to eight shapes of 4096 and
+# 8192 rows, each within 1.2% (H200, experiments/every_shape/h200-stream-k-tail).
+STREAM_K_TAIL_COST = 1.14
 
 
 def dram_cost(M: int, N: int, K: int, plan: Decomposition) -> float:
@@ -122,11 +157,13 @@ def dram_cost(M: int, N: int, K: int, plan: Decomposition) -> float:
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     """The host's choice for one shape: of whole tiles and stream-K, for each CTA height, cluster size
     and tile width, the decomposition that finishes first: its busiest cluster's estimated_cost
-    (stream-K's times STREAM_K_MARGIN) and its DRAM traffic's, overlapped (the root of the sum of
+    (stream-K over every tile's times STREAM_K_MARGIN) and its DRAM traffic's, overlapped (the root of the sum of
     their squares: 128x3584x18944 takes 64-row CTAs, measured 1.03x cuBLAS, where their sum took
     stream-K, 0.94x); on a tie the earlier (128 rows first, alone first, wider first, whole tiles
     first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave,
-    at the price of a fixup per unit. 64-row CTAs only where M <= 128: at 256 tokens the model rates
+    at the price of a fixup per unit, and after waves of whole tiles keeps the widest tiles where narrower
+    ones would fill the last wave (8192^3: stream-K over 256-wide pairs 1.030x cuBLAS, whole 224-wide tiles
+    1.017x, H200). 64-row CTAs only where M <= 128: at 256 tokens the model rates
     them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64)."""
     k_tiles = -(-K // BLK_K)
     candidates = []
@@ -139,7 +176,7 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
                 candidates.append(Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0))
                 if cluster > 1:  # stream-K alone ran 0.66x cuBLAS where pairs ran 0.95x (256x3584x18944)
                     candidates.append(stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows))
-    return min(candidates, key=lambda plan: ((plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0)) ** 2
+    return min(candidates, key=lambda plan: ((plan.estimated_cost * plan.margin) ** 2
                                              + dram_cost(M, N, K, plan) ** 2) ** 0.5)
 # <<< TODO 12.2
 
@@ -301,7 +338,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     Measured (one interleaved run per shape, ratio = cuBLAS time / kernel time): on an H100
     (experiments/every_shape/h100-squares-1128) 2048^3 0.996x, 4096^3 1.008x, 8192^3 1.022x; the whole
     bench on H200s (docs/ladder-h200.md): Llama-3-8B and Qwen2.5-7B layers at 128 to 8192 tokens
-    0.929-1.125x, geometric mean 1.005x (the Triton seed 0.811x, step 10 0.745x where it runs).
+    0.929-1.125x, geometric mean 1.005x (the Triton seed 0.811x, step 10 0.745x where it runs). Since, the
+    host's stream-K after whole waves and its writeback rounds (H200, experiments/every_shape/h200-model-change):
+    8192^3 1.030x (the plan before 1.017x), 8192x28672x4096 1.011x (0.992x), 8192x37888x3584 1.016x (0.999x).
     A stream-K unit's fixup is expensive (H200): at 2048^3, stream-K over 64 tiles on 66 clusters ran
     0.84x against whole tiles' 0.98x; the fp32 partials of 132 CTAs (17 MB) cross the L2 twice.
     """

@@ -44,17 +44,27 @@ L2_GROUP_ROWS = 2048
 
 
 # What the host's choice weighs: the time of one K iteration of a CTA tile `rows` x `width`, in units of a
-# 128 x 64 one. Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring (rows + width) x
-# 128 bytes into the SM at about 64 bytes a cycle. The larger of the two fits what was measured on an H200 at
-# 128 rows and widths 64, 128 and 256 (1.0, 1.36, 2.6: experiments/every_shape/run2.json, every decomposition
-# timed at ten shapes) within 3%; a unit's fixup (its partial sums stored, or read and added) costs about
-# 0.275 x width x rows / 128.
+# 128 x 64 one (384 cycles of an SM). Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring
+# (rows + width) x 128 bytes into the SM at about 64 bytes a cycle. The two overlap: the larger sets the time, and
+# where they are close (128 x 128) they slow each other, which a smooth maximum (the 16-norm) counts: it fits what was
+# measured on an H200 at 128 rows and widths 64, 128 and 256 (1.0 : 1.36 : 2.6, experiments/every_shape/run2.json; the
+# model 1.0 : 1.39 : 2.67) and makes 128 columns 4% dearer per column than 256, as measured (the larger of the two
+# alone rates them equal; at 8192x28672x4096 CTA tiles of 128x128 ran 0.993x cuBLAS, 128x256 1.001x). A unit's fixup
+# (its partial sums stored, or read and added) costs about 0.275 x width x rows / 128.
 def iteration_cost(rows: int, width: int) -> float:
-    return max(rows * width / 32, 2 * (rows + width)) / 384
+    tensor, loads = rows * width / 32, 2 * (rows + width)
+    return (tensor ** 16 + loads ** 16) ** (1 / 16) / 384
 
 
 def fixup_cost(rows: int, width: int) -> float:
     return 0.275 * width * rows / 128
+
+
+# A tile's writeback goes in rounds of registers -> staging -> TMA store, each waiting for the one before it to have
+# left shared memory (TODO 12.14). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
+# (docs/measurements.md); widths of 176, 208 and 224 columns, three or four rounds, ran 2-3% slower per column than
+# 256 at 8192 rows, where the iterations cost the same.
+WRITEBACK_ROUND_COST = 2.1
 
 
 # At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
@@ -69,16 +79,19 @@ DRAM_BYTES_PER_UNIT = 440e3
 #   A frozen dataclass `Decomposition`: what the host decides for one shape before the kernel is built, and what it
 #   costs. The kernel reads it (TODO 12.7: the CTA tile's rows, one of TILE_ROWS, the tile width, one of TILE_WIDTHS,
 #   and the CTAs per cluster along M, one of CLUSTER_SIZES), and so does your WorkUnits. Its cost is the busiest
-#   cluster's time in the units of iteration_cost, and a cluster that shares a tile with others pays fixup_cost on
-#   top: the host compares plans by it and by their DRAM traffic (TODO 12.2).
+#   cluster's time in the units of iteration_cost, its tiles' writebacks included (WRITEBACK_ROUND_COST for each round
+#   of TMA stores your writeback makes, TODO 12.14), and a cluster that shares a tile with others pays fixup_cost on
+#   top; but where whole tiles come first, a stream-K range runs at other K offsets than the clusters around it and
+#   finds fewer of its loads in the L2: its iterations cost more than a whole tile's (at 4096 and 8192 rows on an H200
+#   about 1.14x, the fixup included). The host compares plans by their cost and by their DRAM traffic (TODO 12.2).
 todo("12.1 a plan: what the host decides for one shape")
 
 
 # TODO 12.2: the host's choice
 #   plan_decomposition(M, N, K, sm_count): the plan the kernel runs when `plan` is None. Weigh every CTA height, cluster
-#   size and tile width, as whole tiles and as stream-K, by their cost; stream-K only where it promises a clear margin
-#   (its cost grows with K faster than the model counts) and only in pairs (alone it ran 0.66x cuBLAS where pairs ran
-#   0.95x, at 256x3584x18944), and weigh each plan's DRAM traffic with it, in units of
+#   size and tile width, as whole tiles and as stream-K, by their cost; stream-K over every tile only where it promises
+#   a clear margin (its cost grows with K faster than the model counts), stream-K only in pairs (alone it ran 0.66x
+#   cuBLAS where pairs ran 0.95x, at 256x3584x18944), and weigh each plan's DRAM traffic with it, in units of
 #   DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs only where
 #   M <= 128 (at more rows they ran slower than the model says); of equal costs keep the earlier. The grid is
 #   sm_count CTAs, one per SM.
