@@ -36,6 +36,28 @@ def pytest_xdist_auto_num_workers(config):
     return 1 if gpu_arch() is not None else len(os.sched_getaffinity(0))
 
 
+# Files whose tests share nothing but the checkout (each grades or checks in its own tmp_path): under `make test`'s
+# --dist loadfile their tests go to the workers one by one, not as one unit. test_known_bad_cpu.py alone is about an
+# hour of grades on a 2-core machine; as one unit it kept one worker busy while the other ran out of files.
+SPREAD_FILES = {"tests/test_known_bad_cpu.py", "tests/test_skeletons.py", "tests/test_protocol.py",
+                "tests/test_integrity.py"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, but the tests of SPREAD_FILES each a unit of their own; any other --dist as xdist has it."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileSpreadingSome(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = super()._split_scope(nodeid)
+            return nodeid if file in SPREAD_FILES else file
+
+    return LoadFileSpreadingSome(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     if gpu_arch() is None:
         skip = pytest.mark.skip(reason="no Hopper or Blackwell GPU here")

@@ -15,7 +15,9 @@ from grader.commands import check as check_command
 from grader.core.steps import DEFAULT_SM_COUNT, STEPS
 
 SM_COUNT = {"blackwell": DEFAULT_SM_COUNT["sm_100a"], "hopper": DEFAULT_SM_COUNT["sm_90a"]}
-CHECK_LIMIT_S = 30.0  # one step at one shape, on a 2-core machine
+# one step at one shape, in CPU seconds of this process (the checker runs in it): the wall clock also counts what
+# the other test worker runs on a 2-core machine (hopper step 11 took 35 s of wall clock so, at a shape that takes 10)
+CHECK_LIMIT_S = 30.0
 
 
 def mutated_factory(tmp_path, track: str, step: int, replacements):
@@ -43,11 +45,11 @@ def test_no_finding_on_a_reference_solution_at_any_grader_shape(track, step):
     spec = STEPS[track][step]
     factory = build.kernel_factory(REPO / "solutions", track, spec)
     for shape in spec.correctness_shapes:
-        started = time.perf_counter()
+        started = time.process_time()
         verdict = check(factory, track, step, shape)
         assert verdict.ok, "\n".join(verdict.lines())
         assert verdict.ops > 0
-        assert time.perf_counter() - started < CHECK_LIMIT_S
+        assert time.process_time() - started < CHECK_LIMIT_S
 
 
 # ---- step 12's fixup through global memory: the whole grid simulated, at every kind of plan ----

@@ -1326,6 +1326,13 @@ class Machine:
         """A thread's store into shared memory (a staging tile) must not land on bytes that an MMA still reads or a
         TMA copy still writes: two buffers can share bytes (a staging tile laid over the ring's stages)."""
         start, end = self._bytes(footprint)
+        # only a stage of a buffer whose bytes meet these can be hit (the other stages of this buffer lie apart, but
+        # where the store covers its whole extent): most staging tiles lie over nothing, and most stores end here
+        meeting = {b.name for b in self.kernel.shared.values() if not b.is_barrier
+                   and b.offset < end and start < b.offset + b.nbytes
+                   and (b.name != footprint[0] or footprint[1] is None)}
+        if not meeting:
+            return
         later = " (a load for a later K tile or unit: a staging tile lies over the ring only where no load follows it)"
         busy = {stage: f"a TMA copy into it (completing on {self.barriers[self.landing[stage][0]].label}) is in "
                        f"flight{later}" for stage, copies in self.pending_writes.items() if copies}
@@ -1340,7 +1347,7 @@ class Machine:
                     stage for e in self.events if e[0] == "commit" and e[1] is other for stage in e[3]]:
                 busy[stage] = f"an MMA of {self.who([other])} still reads it"
         for stage, why in busy.items():
-            if stage[0] != agent.cta or stage[1:] == tuple(footprint):
+            if stage[0] != agent.cta or stage[1] not in meeting or stage[1:] == tuple(footprint):
                 continue
             lo, hi = self._bytes(stage[1:])
             if lo < end and start < hi:
