@@ -128,8 +128,9 @@ grade-class-status: $(ENV_READY)
 # grader's 120 s build limit does); beside another test worker they took up to 77 s. Then the other files on a
 # worker per core (pytest-xdist -n auto; one alone where a GPU is: tests/conftest.py), each file whole on one
 # worker, in order (--dist loadfile: test_autograder's module fixture writes build/autograder.zip of this checkout,
-# test_notebooks' last test counts the figures its notebooks drew in that process). Without pytest-xdist (an
-# interpreter given as PYTHON=...), one run of them all.
+# test_notebooks' last test counts the figures its notebooks drew in that process), but for the files of
+# tests/conftest.py's SPREAD_FILES, whose tests go to the workers one by one (the known-bad grades alone are about an
+# hour). Without pytest-xdist (an interpreter given as PYTHON=...), one run of them all.
 ALONE_TESTS = tests/test_grade_class.py
 test: $(ENV_READY) sandbox
 	@if $(PYTHON) -c "import xdist" 2>/dev/null; then \

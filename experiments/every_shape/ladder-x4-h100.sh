@@ -4,17 +4,7 @@
 # the wheel). Everything comes back in $OUT/results.tgz (a call returns at most 8 files). The tables are dealt by the
 # times the 2026-11-28 run took (squares 291 s, 128 tokens 154, 256 206, 1000 228, 8192 308, grade 12 ~150).
 # Its second run that day got a node of four H200s (h200-ladder-x4/, docs/ladder-h200.*): 445 s in all.
-set -u
-R=/tmp/results; mkdir -p $R
-bash .device/b/install.sh > $R/install.log 2>&1 || { cat $R/install.log; exit 3; }
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-nvidia-smi -L > $R/gpus.txt
-on() {  # gpu seconds name command...
-  local gpu=$1 limit=$2 name=$3; shift 3
-  local t0=$(date +%s)
-  CUDA_VISIBLE_DEVICES=$gpu timeout $limit "$@" > $R/$name.log 2>&1
-  echo "$name gpu=$gpu rc=$? s=$(( $(date +%s) - t0 ))" >> $R/wall.txt
-}
+source experiments/every_shape/device-setup.sh
 gpu0() {
   on 0 250 m128 python3 -m grader.commands.bench --table models --tokens 128 --out $R/m128
   on 0 250 grade12 python3 -m grader --step 12 --impl solutions --track hopper --seed 7

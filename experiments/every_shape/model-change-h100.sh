@@ -3,11 +3,7 @@
 # check_and_time.py run (correct, same bits twice, timed against cuBLAS in one interleaved run): "step12" is the
 # model now, the --plans the one before (and, where named, others). On one GPU or two (half the shapes each), after
 # ../shared/device/README.md's first call; everything comes back in $OUT/results.tgz.
-set -u
-R=/tmp/results; mkdir -p $R
-bash .device/b/install.sh > $R/install.log 2>&1 || { cat $R/install.log; exit 3; }
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-nvidia-smi -L > $R/gpus.txt
+source experiments/every_shape/device-setup.sh
 shape() {  # gpu shape plans
   CUDA_VISIBLE_DEVICES=$1 timeout 200 python3 experiments/every_shape/check_and_time.py --steps 12 --plans $3 \
       --shapes $2 --json $R/$2.json >> $R/gpu$1.log 2>&1 || echo "$2 rc=$?" >> $R/gpu$1.log
