@@ -137,7 +137,7 @@ class Decomposition:
 
 
 # >>> TODO 12.2: the host's choice
-# Stream-K over every tile (too few tiles for the clusters) is taken only where it promises this much over whole
+# Stream-K over every tile (fewer than two waves of them) is taken only where it promises this much over whole
 # tiles: at large K it costs more than the model counts (1000x3584x18944: estimated 6% faster than whole 256-wide
 # tiles, measured 14% slower).
 STREAM_K_MARGIN = 1.15
