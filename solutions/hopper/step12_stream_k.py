@@ -114,7 +114,7 @@ class Decomposition:
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
         writebacks = whole_tiles_each + (1 if self.sk_units else 0)
-        if self.sk_units and self.sk_tiles == self.tiles:  # stream-K over every tile
+        if self.streams_every_tile:
             iterations, fixup = range_each, fixup_cost(self.tile_m, self.tile_n)
         else:  # whole tiles, then (if any) stream-K over the last waves
             iterations, fixup = whole_tiles_each * self.k_tiles + range_each * STREAM_K_TAIL_COST, 0.0
@@ -122,9 +122,14 @@ class Decomposition:
                 + writebacks * writeback_cost(self.tile_m, self.tile_n))
 
     @property
+    def streams_every_tile(self) -> bool:
+        """Stream-K with no wave of whole tiles before it (fewer than two waves of tiles)."""
+        return self.sk_units > 0 and self.sk_tiles == self.tiles
+
+    @property
     def margin(self) -> float:
         """What the host multiplies estimated_cost by: STREAM_K_MARGIN for stream-K over every tile."""
-        return STREAM_K_MARGIN if self.sk_units and self.sk_tiles == self.tiles else 1.0
+        return STREAM_K_MARGIN if self.streams_every_tile else 1.0
 
     @property
     def kind(self) -> str:
