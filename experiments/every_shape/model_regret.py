@@ -47,6 +47,8 @@ EARLIER_RUNS_PLANS = {
     ("h200-model-change", (128, 3584, 18944)): "sk112r64", ("h200-model-change", (1000, 28672, 4096)): "dp256c1",
     ("h200-model-change", (8192, 6144, 4096)): "sk256", ("h200-model-change", (8192, 28672, 4096)): "sk256",
     ("h200-model-change", (8192, 37888, 3584)): "dp256c1",
+    ("h200-sk-widths", (128, 3584, 18944)): "dp64r64c1", ("h200-sk-widths", (256, 3584, 18944)): "sk112",
+    ("h200-sk-widths", (256, 4096, 14336)): "dp64c1", ("h200-sk-widths", (256, 4096, 4096)): "dp64c1",
 }
 COMBINATIONS = {
     "sum": lambda sm, dram: sm + dram,
@@ -95,8 +97,10 @@ def regrets(combine) -> dict[tuple, tuple[str, str, float]]:
         def key(name):
             plan = forced_plan(type("m", (), module), name, shape, SM_COUNT)
             sm = plan.estimated_cost * plan.margin
-            # ties as the model breaks them: 128 rows, pairs, wider, whole tiles first
-            return (round(combine(sm, module["dram_cost"](*shape, plan)), 6), -plan.tile_m, -plan.cluster,
+            # ties as the model breaks them: 128 rows, alone (stream-K, which it proposes only in pairs: pairs),
+            # wider, whole tiles first
+            return (round(combine(sm, module["dram_cost"](*shape, plan)), 6), -plan.tile_m,
+                    -plan.cluster if plan.sk_units else plan.cluster,
                     -plan.tile_n, plan.sk_units > 0)
         pick, best = min(plans, key=key), min(plans, key=plans.get)
         found[shape] = (pick, best, plans[pick] / plans[best])

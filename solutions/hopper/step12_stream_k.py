@@ -64,7 +64,8 @@ WRITEBACK_ROUND_COST = 2.1
 
 # At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
 # and cuBLAS reach at 128 tokens, ncu), 440 KB in the time of one of the units above (0.22 us on the H200). A
-# plan's DRAM traffic: A, B and D once, and stream-K's fp32 partial sums, each stored and read back once. The
+# plan's DRAM traffic: A, B and D once, and stream-K's fp32 partial sums once: stored, they reach DRAM (4096^3:
+# 15 MB more written, its 17 MB of partial sums), read back by the next cluster within the wave, from the L2. The
 # SMs' time and the DRAM's overlap, neither wholly: a plan takes about the root of the sum of their squares
 # (more than the larger, less than the sum; experiments/every_shape/README.md: the measured plans).
 DRAM_BYTES_PER_UNIT = 440e3
@@ -154,9 +155,9 @@ STREAM_K_TAIL_COST = 1.14
 
 
 def dram_cost(M: int, N: int, K: int, plan: Decomposition) -> float:
-    """A plan's DRAM traffic in the units of iteration_cost: A, B and D once, stream-K's partial sums twice."""
+    """A plan's DRAM traffic in the units of iteration_cost: A, B and D once, stream-K's partial sums once."""
     partial_sums = plan.sk_units * plan.cluster * plan.tile_m * plan.tile_n * 4
-    return (2 * (M * K + N * K + M * N) + 2 * partial_sums) / DRAM_BYTES_PER_UNIT
+    return (2 * (M * K + N * K + M * N) + partial_sums) / DRAM_BYTES_PER_UNIT
 
 
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:

@@ -69,7 +69,8 @@ WRITEBACK_ROUND_COST = 2.1
 
 # At few rows the SMs wait on DRAM, not on each other: the weights stream once, at about 2.0 TB/s (what step 12
 # and cuBLAS reach at 128 tokens, ncu), 440 KB in the time of one of the units above (0.22 us on the H200). A
-# plan's DRAM traffic: A, B and D once, and stream-K's fp32 partial sums, each stored and read back once. The
+# plan's DRAM traffic: A, B and D once, and stream-K's fp32 partial sums once: stored, they reach DRAM (4096^3:
+# 15 MB more written, its 17 MB of partial sums), read back by the next cluster within the wave, from the L2. The
 # SMs' time and the DRAM's overlap, neither wholly: a plan takes about the root of the sum of their squares
 # (more than the larger, less than the sum; experiments/every_shape/README.md: the measured plans).
 DRAM_BYTES_PER_UNIT = 440e3
