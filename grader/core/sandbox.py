@@ -90,12 +90,13 @@ def _find_tool(name: str) -> str | None:
 
 
 class Watch:
-    """Fingerprints of what the judging processes read, by content: the course's own files, the tools,
-    every file of the Python packages' folders (site-packages: whatever a judging process may import)
-    and the folders' listings (a new .pth or sitecustomize.py runs in every Python started after it).
-    A file is hashed again only when its inode, size, modification or change time moved (_digest): a
-    write that restores size and modification time still moves the change time, which only the kernel
-    sets."""
+    """Fingerprints of what the judging processes read: the course's own files and the tools by content,
+    every file of the Python packages' folders (site-packages: whatever a judging process may import) by
+    its status (_status: inode, size, modification and change time, mode), and the folders' listings (a
+    new .pth or sitecustomize.py runs in every Python started after it). A write that restores a file's
+    size and modification time still moves its change time, which only the kernel sets: the status is
+    enough to see a change, and the packages' 1.5 GB are not read in every grading process (5 s each).
+    A course file or tool is hashed again only when its status moved (_digest)."""
 
     def __init__(self, toolchain: Toolchain):
         self.toolchain = toolchain
@@ -119,20 +120,27 @@ class Watch:
             for parent, _, files in os.walk(folder):
                 for name in files:
                     path = os.path.join(parent, name)
-                    prints[path] = _digest(path)
+                    prints[path] = str(_status(path))
         return prints
 
 
-# path -> (its inode, size, times and mode when hashed, the digest): a process hashes each file once
+def _status(path: str) -> tuple[int, ...] | None:
+    """What a write to `path` moves (None: no such file)."""
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return None
+    return (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_mode)
+
+
+# path -> (its status when hashed, the digest): a process hashes each file once
 _digests: dict[str, tuple[tuple[int, ...], str]] = {}
 
 
 def _digest(path: str) -> str:
-    try:
-        status = os.lstat(path)
-    except OSError:
+    key = _status(path)
+    if key is None:
         return "missing"
-    key = (status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_mode)
     known = _digests.get(path)
     if known is None or known[0] != key:
         try:

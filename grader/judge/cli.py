@@ -209,6 +209,8 @@ def _resolve_track(args: argparse.Namespace, track: str, gpu_name: str | None, g
 
 def detect_gpu() -> tuple[str | None, str | None, int]:
     """(name, arch it runs or None if the course has no track for it, SM count); no GPU: (None, None, 0)."""
+    if not any(Path("/dev").glob("nvidia[0-9]*")) and not Path("/dev/dxg").exists():
+        return None, None, 0  # no GPU's device node (WSL's is dxg): not worth importing torch to hear it
     import torch
 
     if not torch.cuda.is_available():

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from grader.analysis import locator
-from grader.analysis.diagnosis import random_inputs
 from grader.core import build, sandbox
 from grader.core.steps import STEPS, Shape, format_shape
 
@@ -157,6 +156,8 @@ def _child(request: LocateRequest) -> LocateResult:
 
 def _run_debug(request: LocateRequest, factory) -> LocateResult:
     import torch
+
+    from grader.analysis.diagnosis import random_inputs  # torch: the judge, which imports this module, needs neither
 
     # nvcc compiles the debug build, as in the CPU tests, whether or not NVRTC is installed here
     os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
