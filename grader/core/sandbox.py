@@ -18,8 +18,9 @@ the operating system (`Confinement`, one of three modes, the first that works he
 Then, whatever the mode:
 - every process it left behind is killed: the grader is a child subreaper (Linux prctl), so a process
   that detaches (double fork, setsid) is re-parented to the grader instead of init and found;
-- the files the judging processes read are hashed before and after, by content: the grader, the
-  reference solutions, kernel_helpers, the CUDA tools, the Python packages. A change fails the grade.
+- the files the judging processes read are fingerprinted before and after (Watch): the grader, the
+  reference solutions, kernel_helpers, the CUDA tools by content, the Python packages by status. A change
+  fails the grade.
 The CUDA tools are resolved to absolute paths once, before any student code runs.
 """
 
