@@ -92,7 +92,7 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     qwen_qkv = module.plan_decomposition(256, 4608, 3584, 132)
     assert qwen_qkv.sk_units == 0 and qwen_qkv.clusters >= qwen_qkv.tiles >= 0.85 * qwen_qkv.clusters
     # a weight stream at 128 tokens and long K: 64-row CTAs (H200: stream-K over pairs of them, the plan now, 0.998x
-    # cuBLAS; whole ones alone 1.005x), not stream-K over 128-row ones (0.94x on the H100, 0.61x on the H200)
+    # cuBLAS; whole ones alone 1.005x), not stream-K over 128-row ones (0.94x on the H100, 0.61-0.66x on the H200)
     qwen_down = module.plan_decomposition(128, 3584, 18944, 132)
     assert qwen_down.tile_m == 64
     # stream-K only in pairs: alone it ran 0.66x cuBLAS at 256x3584x18944, in pairs 0.95x

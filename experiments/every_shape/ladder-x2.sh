@@ -1,7 +1,8 @@
 # The whole `make bench` on a node of two GPUs, in two calls (a call may run 600 s; the tables take about 1340
 # GPU-seconds): PART=1 the squares and 128 tokens on GPU 0, 256 and 1000 tokens on GPU 1; PART=2 8192 tokens on
 # GPU 0, and on GPU 1 `make grade STEP=12 IMPL=solutions` (what it runs) and step 12 beside stream-K over 128-wide
-# tiles at 256x3584x18944 (the model chose 112 there on 2026-11-28; 128 before). Each shape is its own interleaved
+# tiles at 256x3584x18944 (the run of 2026-11-28 that made h200-sk-widths/256x3584x18944-bench-run.json, when the
+# model took 112-wide ranges there). Each shape is its own interleaved
 # run on its GPU. After ../shared/device/README.md's first call (part a of the wheel); everything comes back in
 # $OUT/results.tgz. Merge the two calls' tables with `python -m grader.commands.bench --merge`.
 source experiments/every_shape/device-setup.sh
