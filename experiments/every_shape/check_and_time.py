@@ -8,7 +8,8 @@ wide; skW: stream-K over W-wide tiles; a c1 suffix: clusters of one CTA; a q suf
 2 x 2 CTAs, with --impl experiments/every_shape/cluster2x2; an sN suffix after a dp plan: at most N pipeline
 stages, with --impl experiments/every_shape/stages; auto: the step's own choice), timed in the same run.
 --plans-impl DIR[,DIR...] builds those plans from other trees than --impl (variants of step 12 beside the
-solutions), each plan from each tree, labelled step12-TREE-PLAN where there are several trees.
+solutions), each plan from each tree, labelled step12-TREE-PLAN where there are several trees. --time-wrong times
+the kernels that failed their check too (their checks say so).
 
 Per shape: each step that takes the shape is built (the grader's build), run on fresh random inputs
 and compared with A.float() @ B.float().T (the grader's tolerance); a step with a workspace is run
@@ -82,6 +83,8 @@ def main() -> int:
     parser.add_argument("--no-time", action="store_true")
     parser.add_argument("--plans", default="")
     parser.add_argument("--plans-impl")
+    parser.add_argument("--time-wrong", action="store_true",
+                        help="time kernels that failed the check too (a bound, e.g. a variant without its writeback)")
     args = parser.parse_args()
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     steps = [int(s) for s in args.steps.split(",")]
@@ -116,7 +119,7 @@ def main() -> int:
                 check["same_bits"] = bool(torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16)))
             row["checks"][label] = check
             print(format_shape(shape), label, check, flush=True)
-            if verdict.passed:
+            if verdict.passed or args.time_wrong:
                 kernels[label] = kernel
         if kernels and not args.no_time:
             a, b = diagnosis.random_inputs(shape, 99)
