@@ -13,6 +13,6 @@ def write_variant(folder: Path, edits: list[tuple[str, str]]) -> None:
             raise SystemExit(f"{folder.name}: the solution no longer has:\n{old}")
         text = text.replace(old, new)
     out = folder / "hopper" / SOLUTION.name
-    out.parent.mkdir(exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     print(f"wrote {out}")

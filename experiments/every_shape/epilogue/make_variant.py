@@ -8,8 +8,15 @@ tensor cores is the writeback (2.5% of 4096^3), during which neither consumer is
   that one consumer's wgmmas run while the other writes back. Only an order in time: each consumer has its own
   staging tile. Consumer 0 waits for consumer 1's previous writeback before its own (after the loop, for its last).
 - stsm_skew: both.
-- noepi: no writeback at all (D is never written: wrong, timed with check_and_time.py --time-wrong), the bound
-  of what a faster or hidden writeback can give.
+- noepi: no writeback at all (D is never written: wrong, timed with check_and_time.py --time-wrong). It ran 1.57x
+  cuBLAS at 4096^3, over the tensor cores' peak: without a reader of the accumulators the wgmmas go too.
+- bound: no writeback, the accumulators summed (a reader, so the wgmmas stay) and stored only if the sum is a value
+  it never is (wrong, timed with --time-wrong): what a writeback that costs nothing would give.
+- onepass: stsm, and a consumer's whole row of 64-column boxes staged at once (one round: no wait for the first
+  round's store to have read the staging before the second), at the price of pipeline stages (4096^3: 64 KiB of
+  staging, 3 stages of 48 KiB, not 4).
+- stsm_warp: stsm, and each warp writes back its own 16 rows (a TMA box of 16 x 64 per warp and part): the warps
+  of a consumer sync only themselves (warp_sync), no named barrier between them in the writeback.
 
     python experiments/every_shape/epilogue/make_variant.py
 """
@@ -69,6 +76,65 @@ SKEW = [
 ]
 
 
+PER_WARP = [
+    ("""                for half in T.unroll(STAGED_N // EPI_N):
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+""", """                for half in T.unroll(STAGED_N // EPI_N):
+                    if lane_id == 0:  # this warp's own stores: lane 0 commits them
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warp_sync()
+"""),
+    ("""                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + row_0)
+                            for part in T.unroll(EPI_N // 64):
+                                col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
+                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+""", """                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warp_sync()
+                    if lane_id == 0:
+                        row = T.meta_var(m_st + row_0 + 16 * warp_id)
+                        for part in T.unroll(EPI_N // 64):
+                            col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
+                            Tx.copy_async(D[row:row + 16, col:col + 64],
+                                          Dsmem[consumer, 16 * warp_id:16 * warp_id + 16, part * 64:(part + 1) * 64],
+                                          dispatch="tma_explicit")
+                        T.ptx.cp.async_.bulk.commit_group()
+"""),
+    ("""            # the last TMA store must finish before the CTA (and its shared memory) goes away
+            if warp_id == 0:
+                T.ptx.cp.async_.bulk.wait_group(0)
+""", """            # the last TMA store must finish before the CTA (and its shared memory) goes away
+            if lane_id == 0:
+                T.ptx.cp.async_.bulk.wait_group(0)
+"""),
+]
+
+
+ONE_PASS = [("""    EPI_N = 128 if CONSUMER_N % 128 == 0 else 64
+""", """    EPI_N = max(64, CONSUMER_N - CONSUMER_N % 64)
+""")]
+
+
+def bound(text: str) -> str:
+    start = text.index("                # >>> TODO 12.14: the writeback at any width\n")
+    end = text.index("                # <<< TODO 12.14\n")
+    read = """                total = T.alloc_local((1,), acc_type)
+                total[0] = T.float32(0)
+                for i in T.unroll(ACC):
+                    total[0] = total[0] + acc[i]
+                if total[0] == T.float32(-1234.5):
+                    D[m_st, n_st] = T.cast(total[0], d_type)
+"""
+    return text[:start] + read + text[end:]
+
+
 def no_writeback(text: str) -> str:
     start = text.index("                # >>> TODO 12.14: the writeback at any width\n")
     end = text.index("                # <<< TODO 12.14\n")
@@ -82,3 +148,8 @@ if __name__ == "__main__":
     write_variant(HERE / "noepi", [])
     noepi = HERE / "noepi" / "hopper" / "step12_stream_k.py"
     noepi.write_text(no_writeback(noepi.read_text()))
+    write_variant(HERE / "bound", [])
+    bound_file = HERE / "bound" / "hopper" / "step12_stream_k.py"
+    bound_file.write_text(bound(bound_file.read_text()))
+    write_variant(HERE / "stsm_warp", STSM + PER_WARP)
+    write_variant(HERE / "onepass", STSM + ONE_PASS)
