@@ -15,6 +15,8 @@ tensor cores is the writeback (2.5% of 4096^3), during which neither consumer is
 - onepass: stsm, and a consumer's whole row of 64-column boxes staged at once (one round: no wait for the first
   round's store to have read the staging before the second), at the price of pipeline stages (4096^3: 64 KiB of
   staging, 3 stages of 48 KiB, not 4).
+- stsm_db: stsm, in 64-column chunks that take turns in the two 64-column halves of the staging tile: a chunk waits
+  only for the store of the chunk two before it (bulk wait_group.read 1), not for the one just issued.
 - stsm_warp: stsm, and each warp writes back its own 16 rows (a TMA box of 16 x 64 per warp and part): the warps
   of a consumer sync only themselves (warp_sync), no named barrier between them in the writeback.
 
@@ -122,6 +124,50 @@ ONE_PASS = [("""    EPI_N = 128 if CONSUMER_N % 128 == 0 else 64
 """)]
 
 
+DOUBLE_BUFFERED = [("""                for half in T.unroll(STAGED_N // EPI_N):
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(0)
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    # lane l: row l % 16 of the warp's 16, columns 8 x (l // 16) onwards of 16: matrix l // 8
+                    for jj in T.unroll(EPI_N // 16):
+                        base = T.meta_var(half * (EPI_N // 2) + jj * 8)
+                        T.ptx.stmatrix.sync.aligned.m8n8.x4.shared.b16(
+                            Dsmem.ptr_to([consumer, 16 * warp_id + lane_id % 16, 16 * jj + lane_id // 16 * 8]),
+                            *[T.call_pure_extern("uint32", "__pack_half2", T.cast(acc[base + 2 * q], d_type),
+                                                 T.cast(acc[base + 2 * q + 1], d_type)) for q in range(4)])
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + row_0)
+                            for part in T.unroll(EPI_N // 64):
+                                col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
+                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+""", """                for chunk in T.unroll(STAGED_N // 64):
+                    buf = T.meta_var(chunk % (EPI_N // 64))  # the half of the staging tile this chunk goes through
+                    if warp_id == 0:
+                        T.ptx.cp.async_.bulk.wait_group.read(EPI_N // 64 - 1)  # the chunk before in `buf` has left
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    for jj in T.unroll(4):
+                        base = T.meta_var(chunk * 32 + jj * 8)
+                        T.ptx.stmatrix.sync.aligned.m8n8.x4.shared.b16(
+                            Dsmem.ptr_to([consumer, 16 * warp_id + lane_id % 16, buf * 64 + 16 * jj + lane_id // 16 * 8]),
+                            *[T.call_pure_extern("uint32", "__pack_half2", T.cast(acc[base + 2 * q], d_type),
+                                                 T.cast(acc[base + 2 * q + 1], d_type)) for q in range(4)])
+                    T.ptx.fence.proxy.async_.shared__cta()
+                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                    if warp_id == 0:
+                        if T.cuda.elect_sync():
+                            row = T.meta_var(m_st + row_0)
+                            col = T.meta_var(n_st + col_0 + chunk * 64)
+                            Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
+                                          Dsmem[consumer, :, buf * 64:(buf + 1) * 64], dispatch="tma_explicit")
+                            T.ptx.cp.async_.bulk.commit_group()
+""")]
+
+
 def bound(text: str) -> str:
     start = text.index("                # >>> TODO 12.14: the writeback at any width\n")
     end = text.index("                # <<< TODO 12.14\n")
@@ -153,3 +199,4 @@ if __name__ == "__main__":
     bound_file.write_text(bound(bound_file.read_text()))
     write_variant(HERE / "stsm_warp", STSM + PER_WARP)
     write_variant(HERE / "onepass", STSM + ONE_PASS)
+    write_variant(HERE / "stsm_db", STSM + DOUBLE_BUFFERED)
