@@ -67,3 +67,34 @@ def test_a_solution_without_the_line_a_variant_rewrites_is_named(tmp_path, monke
 def test_an_unknown_change_lists_the_known_ones():
     with pytest.raises(ValueError, match="unknown change 'fast'.*in-clusters"):
         variants.source("step9+fast")
+
+
+def _writeback_variants():
+    """experiments/every_shape/epilogue/make_variant.py, imported by path (other experiments have a make_variant)."""
+    import importlib.util
+
+    path = REPO / "experiments" / "every_shape" / "epilogue" / "make_variant.py"
+    module_spec = importlib.util.spec_from_file_location("epilogue_make_variant", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def test_every_writeback_variant_still_rewrites_step_12_and_stmatrix_reaches_the_sass(tmp_path):
+    """The writeback experiment's variants (experiments/every_shape/README.md) are edits of the current step 12: each
+    edit must still find its line, and the stmatrix staging must build into STSM where step 12 has none (at 2048^2
+    x 256 step 12's tiles are 128 x 256: all through the swizzled staging, none through the 8-column rest)."""
+    from grader.core.steps import STEPS
+
+    made = _writeback_variants()
+    for name, edits in {"stsm": made.STSM, "skew": made.SKEW, "stsm_warp": made.STSM + made.PER_WARP,
+                        "onepass": made.STSM + made.ONE_PASS, "stsm_db": made.STSM + made.DOUBLE_BUFFERED}.items():
+        made.write_variant(tmp_path / name, edits)
+    solution = (REPO / "solutions" / "hopper" / "step12_stream_k.py").read_text()
+    assert "TODO 12.14: the writeback" not in made.bound(solution)
+    assert "TODO 12.14: the writeback" not in made.no_writeback(solution)
+
+    spec = STEPS["hopper"][12]
+    with_stmatrix = build.build(build.kernel_factory(tmp_path / "stsm", "hopper", spec), spec, (2048, 2048, 256),
+                                "sm_90a", 132)
+    assert "STSM" in with_stmatrix.sass and "STS.U16" not in with_stmatrix.sass
