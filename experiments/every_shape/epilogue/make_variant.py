@@ -124,48 +124,30 @@ ONE_PASS = [("""    EPI_N = 128 if CONSUMER_N % 128 == 0 else 64
 """)]
 
 
-DOUBLE_BUFFERED = [("""                for half in T.unroll(STAGED_N // EPI_N):
+DOUBLE_BUFFERED = [  # edits of the stsm variant
+    ("""                for half in T.unroll(STAGED_N // EPI_N):
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(0)
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    # lane l: row l % 16 of the warp's 16, columns 8 x (l // 16) onwards of 16: matrix l // 8
-                    for jj in T.unroll(EPI_N // 16):
-                        base = T.meta_var(half * (EPI_N // 2) + jj * 8)
-                        T.ptx.stmatrix.sync.aligned.m8n8.x4.shared.b16(
-                            Dsmem.ptr_to([consumer, 16 * warp_id + lane_id % 16, 16 * jj + lane_id // 16 * 8]),
-                            *[T.call_pure_extern("uint32", "__pack_half2", T.cast(acc[base + 2 * q], d_type),
-                                                 T.cast(acc[base + 2 * q + 1], d_type)) for q in range(4)])
-                    T.ptx.fence.proxy.async_.shared__cta()
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    if warp_id == 0:
-                        if T.cuda.elect_sync():
-                            row = T.meta_var(m_st + row_0)
-                            for part in T.unroll(EPI_N // 64):
-                                col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
-                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
-                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
-                            T.ptx.cp.async_.bulk.commit_group()
 """, """                for chunk in T.unroll(STAGED_N // 64):
                     buf = T.meta_var(chunk % (EPI_N // 64))  # the half of the staging tile this chunk goes through
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(EPI_N // 64 - 1)  # the chunk before in `buf` has left
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    for jj in T.unroll(4):
-                        base = T.meta_var(chunk * 32 + jj * 8)
-                        T.ptx.stmatrix.sync.aligned.m8n8.x4.shared.b16(
-                            Dsmem.ptr_to([consumer, 16 * warp_id + lane_id % 16, buf * 64 + 16 * jj + lane_id // 16 * 8]),
-                            *[T.call_pure_extern("uint32", "__pack_half2", T.cast(acc[base + 2 * q], d_type),
-                                                 T.cast(acc[base + 2 * q + 1], d_type)) for q in range(4)])
-                    T.ptx.fence.proxy.async_.shared__cta()
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    if warp_id == 0:
-                        if T.cuda.elect_sync():
-                            row = T.meta_var(m_st + row_0)
-                            col = T.meta_var(n_st + col_0 + chunk * 64)
+"""),
+    ("""                    for jj in T.unroll(EPI_N // 16):
+                        base = T.meta_var(half * (EPI_N // 2) + jj * 8)""",
+     """                    for jj in T.unroll(4):
+                        base = T.meta_var(chunk * 32 + jj * 8)"""),
+    ("16 * warp_id + lane_id % 16, 16 * jj + lane_id // 16 * 8]",
+     "16 * warp_id + lane_id % 16, buf * 64 + 16 * jj + lane_id // 16 * 8]"),
+    ("""                            for part in T.unroll(EPI_N // 64):
+                                col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
+                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
+                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+""", """                            col = T.meta_var(n_st + col_0 + chunk * 64)
                             Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
                                           Dsmem[consumer, :, buf * 64:(buf + 1) * 64], dispatch="tma_explicit")
-                            T.ptx.cp.async_.bulk.commit_group()
-""")]
+"""),
+]
 
 
 def bound(text: str) -> str:
