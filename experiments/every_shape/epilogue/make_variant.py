@@ -17,6 +17,9 @@ tensor cores is the writeback (2.5% of 4096^3), during which neither consumer is
   staging, 3 stages of 48 KiB, not 4).
 - stsm_db: stsm, in 64-column chunks that take turns in the two 64-column halves of the staging tile: a chunk waits
   only for the store of the chunk two before it (bulk wait_group.read 1), not for the one just issued.
+- direct: no staging: each thread stores its accumulators' column pairs straight to D (4-byte global stores,
+  16 contiguous bytes per row and warp instruction), guarded at the matrix's edges; nothing for the consumer to
+  wait on but the stores' issue.
 - stsm_warp: stsm, and each warp writes back its own 16 rows (a TMA box of 16 x 64 per warp and part): the warps
   of a consumer sync only themselves (warp_sync), no named barrier between them in the writeback.
 
@@ -163,6 +166,19 @@ def bound(text: str) -> str:
     return text[:start] + read + text[end:]
 
 
+def direct(text: str) -> str:
+    start = text.index("                # >>> TODO 12.14: the writeback at any width\n")
+    end = text.index("                # <<< TODO 12.14\n")
+    stores = """                for i in T.unroll(ACC // 2):
+                    row = T.meta_var(m_st + row_0 + acc_row(0, warp_id, lane_id, 2 * i))
+                    col = T.meta_var(n_st + col_0 + acc_col(lane_id, 2 * i))
+                    if row < M and col < N:  # N is a multiple of 8 and col even: col + 1 < N too
+                        for j in T.vectorized(2):
+                            D[row, col + j] = T.cast(acc[2 * i + j], d_type)
+"""
+    return text[:start] + stores + text[end:]
+
+
 def no_writeback(text: str) -> str:
     start = text.index("                # >>> TODO 12.14: the writeback at any width\n")
     end = text.index("                # <<< TODO 12.14\n")
@@ -182,3 +198,6 @@ if __name__ == "__main__":
     write_variant(HERE / "stsm_warp", STSM + PER_WARP)
     write_variant(HERE / "onepass", STSM + ONE_PASS)
     write_variant(HERE / "stsm_db", STSM + DOUBLE_BUFFERED)
+    write_variant(HERE / "direct", [])
+    direct_file = HERE / "direct" / "hopper" / "step12_stream_k.py"
+    direct_file.write_text(direct(direct_file.read_text()))
