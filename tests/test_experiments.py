@@ -93,6 +93,7 @@ def test_every_writeback_variant_still_rewrites_step_12_and_stmatrix_reaches_the
     solution = (REPO / "solutions" / "hopper" / "step12_stream_k.py").read_text()
     assert "TODO 12.14: the writeback" not in made.bound(solution)
     assert "TODO 12.14: the writeback" not in made.no_writeback(solution)
+    assert "TODO 12.14: the writeback" not in made.direct(solution)
 
     spec = STEPS["hopper"][12]
     with_stmatrix = build.build(build.kernel_factory(tmp_path / "stsm", "hopper", spec), spec, (2048, 2048, 256),
