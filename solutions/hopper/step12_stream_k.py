@@ -341,14 +341,14 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     per CTA and stream-K cluster (up to 16.5 MiB at 132 SMs and 128 x 256 tiles); locks, 4 bytes per stream-K
     tile, CTA and consumer. A launch leaves every lock at 0 again, so no memset precedes a call.
 
-    Measured (one interleaved run per shape, ratio = cuBLAS time / kernel time): on an H100
-    (experiments/every_shape/h100-squares-1128) 2048^3 0.996x, 4096^3 1.008x, 8192^3 1.022x; the whole
-    bench on H200s (docs/ladder-h200.md): Llama-3-8B and Qwen2.5-7B layers at 128 to 8192 tokens
-    0.929-1.125x, geometric mean 1.005x (the Triton seed 0.811x, step 10 0.745x where it runs). Since, the
-    host's stream-K after whole waves and its writeback rounds (H200, experiments/every_shape/h200-model-change):
-    8192^3 1.030x (the plan before 1.017x), 8192x28672x4096 1.011x (0.992x), 8192x37888x3584 1.016x (0.999x).
-    A stream-K unit's fixup is expensive (H200): at 2048^3, stream-K over 64 tiles on 66 clusters ran
-    0.84x against whole tiles' 0.98x; the fp32 partials of 132 CTAs (17 MB) cross the L2 twice.
+    Measured (one interleaved run per shape, ratio = cuBLAS time / kernel time), the whole bench on H200s
+    (docs/ladder-h200.md): 2048^3 0.987x (step 8 0.984x), 4096^3 1.008x, 8192^3 1.053x; Llama-3-8B and
+    Qwen2.5-7B layers at 128 to 8192 tokens 0.933-1.133x, geometric mean 1.010x (the Triton seed 0.817x, step 10
+    0.747x where it runs). On an H100, before the host's last changes (experiments/every_shape/h100-squares-1128):
+    2048^3 0.996x, 4096^3 1.008x, 8192^3 1.022x. A stream-K unit's fixup is expensive (H200): at 2048^3,
+    stream-K over 64 tiles on 66 clusters ran 0.84x against whole tiles' 0.98x; the fp32 partials of 132 CTAs
+    (17 MB) are stored and read back. At 4096^3 the writeback is what is left (experiments/every_shape/README.md:
+    a writeback that costs nothing would give 1.040x); at small K (1000^3 0.81x) the host's lone CTAs lose to pairs.
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
