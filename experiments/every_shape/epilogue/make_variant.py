@@ -153,51 +153,42 @@ DOUBLE_BUFFERED = [  # edits of the stsm variant
 ]
 
 
-def bound(text: str) -> str:
-    start = text.index("                # >>> TODO 12.14: the writeback at any width\n")
-    end = text.index("                # <<< TODO 12.14\n")
-    read = """                total = T.alloc_local((1,), acc_type)
+WRITEBACK_START = "                # >>> TODO 12.14: the writeback at any width\n"
+WRITEBACK_END = "                # <<< TODO 12.14\n"
+
+# bound: the accumulators read (summed), never stored
+BOUND = """                total = T.alloc_local((1,), acc_type)
                 total[0] = T.float32(0)
                 for i in T.unroll(ACC):
                     total[0] = total[0] + acc[i]
                 if total[0] == T.float32(-1234.5):
                     D[m_st, n_st] = T.cast(total[0], d_type)
 """
-    return text[:start] + read + text[end:]
 
-
-def direct(text: str) -> str:
-    start = text.index("                # >>> TODO 12.14: the writeback at any width\n")
-    end = text.index("                # <<< TODO 12.14\n")
-    stores = """                for i in T.unroll(ACC // 2):
+# direct: registers straight to D
+DIRECT = """                for i in T.unroll(ACC // 2):
                     row = T.meta_var(m_st + row_0 + acc_row(0, warp_id, lane_id, 2 * i))
                     col = T.meta_var(n_st + col_0 + acc_col(lane_id, 2 * i))
                     if row < M and col < N:  # N is a multiple of 8 and col even: col + 1 < N too
                         for j in T.vectorized(2):
                             D[row, col + j] = T.cast(acc[2 * i + j], d_type)
 """
-    return text[:start] + stores + text[end:]
 
 
-def no_writeback(text: str) -> str:
-    start = text.index("                # >>> TODO 12.14: the writeback at any width\n")
-    end = text.index("                # <<< TODO 12.14\n")
-    return text[:start] + text[end:]
+def writeback_replaced(text: str, code: str) -> str:
+    """Step 12's text with its writeback (TODO 12.14, the markers kept out) replaced by `code`."""
+    start, end = text.index(WRITEBACK_START), text.index(WRITEBACK_END)
+    return text[:start] + code + text[end:]
 
 
 if __name__ == "__main__":
     write_variant(HERE / "stsm", STSM)
     write_variant(HERE / "skew", SKEW)
     write_variant(HERE / "stsm_skew", STSM + SKEW)
-    write_variant(HERE / "noepi", [])
-    noepi = HERE / "noepi" / "hopper" / "step12_stream_k.py"
-    noepi.write_text(no_writeback(noepi.read_text()))
-    write_variant(HERE / "bound", [])
-    bound_file = HERE / "bound" / "hopper" / "step12_stream_k.py"
-    bound_file.write_text(bound(bound_file.read_text()))
     write_variant(HERE / "stsm_warp", STSM + PER_WARP)
     write_variant(HERE / "onepass", STSM + ONE_PASS)
     write_variant(HERE / "stsm_db", STSM + DOUBLE_BUFFERED)
-    write_variant(HERE / "direct", [])
-    direct_file = HERE / "direct" / "hopper" / "step12_stream_k.py"
-    direct_file.write_text(direct(direct_file.read_text()))
+    for name, code in (("noepi", ""), ("bound", BOUND), ("direct", DIRECT)):
+        write_variant(HERE / name, [])
+        written = HERE / name / "hopper" / "step12_stream_k.py"
+        written.write_text(writeback_replaced(written.read_text(), code))
