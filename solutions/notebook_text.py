@@ -267,11 +267,13 @@ persistent clusters. It tries every CTA height (128 rows, its consumers 64 each;
 64 rows, its consumers half the columns each), every cluster size (one CTA alone, a plain launch, or a
 CTA pair sharing B) and every tile width (`TILE_WIDTHS`: the multiples of 16 from 32 to 256 columns), each as whole
 tiles and as stream-K, and keeps the plan that finishes first by a cost model: its **busiest cluster's**
-K iterations at `iteration_cost(rows, w)` each (the larger of the wgmma's rows x w / 32 cycles and the
-2(rows + w) cycles its operands take to arrive, fitted to the times measured on an H200), plus
-`fixup_cost` for a cluster that shares a tile, plus `dram_cost` (A, B and D once, stream-K's partial
-sums twice); stream-K must win by `STREAM_K_MARGIN` (15%), since at large K it costs more than the
-model counts.
+K iterations at `iteration_cost(rows, w, cluster, rows_aligned)` each (a smooth maximum of the wgmma's
+rows x w / 32 cycles, the 2(rows + w) cycles its operands take to arrive and, where K % 16 != 0 leaves every
+other row of A and B off a 32-byte boundary, the TMA unit's 3.3 cycles for each row the CTA issues, half of B in
+a pair; fitted to the times measured on an H200), plus each tile's writeback, plus `fixup_cost` for a cluster that
+shares a tile; and the plan's `dram_cost` (A, B and D once, stream-K's partial sums once) weighed with it.
+Stream-K over every tile must win by `STREAM_K_MARGIN` (15%), since at large K it costs more than the model
+counts.
 
 """ + _DEAL
 

@@ -88,10 +88,11 @@ def test_every_writeback_variant_still_rewrites_step_12_and_stmatrix_reaches_the
 
     made = _writeback_variants()
     for name, edits in {"stsm": made.STSM, "skew": made.SKEW, "stsm_warp": made.STSM + made.PER_WARP,
-                        "onepass": made.STSM + made.ONE_PASS, "stsm_db": made.STSM + made.DOUBLE_BUFFERED}.items():
+                        "onepass": made.STSM + made.ONE_PASS, "stsm_db": made.STSM + made.DOUBLE_BUFFERED,
+                        "under": made.under_edits()}.items():
         made.write_variant(tmp_path / name, edits)
     solution = (REPO / "solutions" / "hopper" / "step12_stream_k.py").read_text()
-    for code in ("", made.BOUND, made.DIRECT):  # noepi, bound, direct
+    for code in ("", made.BOUND, made.DIRECT, made.PACK):  # noepi, bound, direct, under
         assert "TODO 12.14: the writeback" not in made.writeback_replaced(solution, code)
 
     spec = STEPS["hopper"][12]

@@ -117,8 +117,8 @@ def _filled_skeleton(track: str, step: int) -> str:
 # every shape: their static-check shape (step 11's is ragged in M, N and K). Step 12's plan changes with the shape:
 # on Blackwell whole tiles (the static-check shape) or stream-K (257x264x4104); on Hopper also the tile width and
 # the cluster: 128-wide pairs (static), 64-wide single CTAs in stream-K (257x264x4104), 64-wide pairs (1000^3).
-_PASTE_SHAPES = {("blackwell", 12): ((4093, 2056, 568), (257, 264, 4104)),
-                 ("hopper", 12): ((4093, 2056, 568), (257, 264, 4104), (1000, 1000, 1000))}
+_PASTE_SHAPES = {("blackwell", 12): ((4093, 2056, 560), (257, 264, 4104)),
+                 ("hopper", 12): ((4093, 2056, 560), (257, 264, 4104), (1000, 1000, 1000))}
 
 
 def _paste_shapes(track: str, step: int) -> tuple[tuple[int, int, int], ...]:

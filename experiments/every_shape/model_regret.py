@@ -49,6 +49,25 @@ EARLIER_RUNS_PLANS = {
     ("h200-model-change", (8192, 37888, 3584)): "dp256c1",
     ("h200-sk-widths", (128, 3584, 18944)): "dp64r64c1", ("h200-sk-widths", (256, 3584, 18944)): "sk112",
     ("h200-sk-widths", (256, 4096, 14336)): "dp64c1", ("h200-sk-widths", (256, 4096, 4096)): "dp64c1",
+    # before the model knew of rows off 32-byte boundaries (K % 16 != 0: there it took lone CTAs)
+    ("h200-alignment", (1000, 1000, 1000)): "dp64c1", ("h200-alignment", (3000, 3000, 1000)): "dp192c1",
+    ("h200-alignment", (1000, 4104, 1000)): "dp128c1", ("h200-alignment", (4096, 4096, 1000)): "dp256c1",
+    ("h200-alignment", (2048, 2048, 1000)): "dp256c1", ("h200-alignment", (1000, 4096, 1000)): "dp256c1",
+    ("h200-alignment", (3000, 3000, 1016)): "dp192c1", ("h200-alignment", (4096, 4096, 4040)): "dp256c1",
+    ("h200-alignment", (8192, 8192, 1000)): "dp256c1",
+    # the same day's model where K % 16 == 0 (today's)
+    ("h200-alignment", (512, 8192, 1024)): "dp256c1", ("h200-alignment", (2048, 8192, 512)): "dp256c1",
+    ("h200-alignment", (4096, 4096, 512)): "dp256c1", ("h200-alignment", (1536, 1536, 1536)): "dp144c1",
+    ("h200-alignment", (776, 5000, 2048)): "dp144c1", ("h200-alignment", (2048, 2048, 1024)): "dp256c1",
+    ("h200-alignment", (333, 12288, 768)): "dp144c1", ("h200-alignment", (3000, 3000, 1024)): "dp192c1",
+    ("h200-alignment", (1000, 4104, 1024)): "dp128c1", ("h200-alignment", (1000, 1000, 1024)): "dp64c1",
+    ("h200-alignment", (3000, 3000, 1008)): "dp192c1",
+    # today's model at rows off 32-byte boundaries
+    ("h200-alignment-model", (1000, 1000, 1000)): "dp64", ("h200-alignment-model", (3000, 3000, 1000)): "dp192",
+    ("h200-alignment-model", (2048, 8192, 1000)): "dp256", ("h200-alignment-model", (8192, 4096, 3576)): "dp256",
+    ("h200-alignment-model", (1536, 1536, 1528)): "dp144", ("h200-alignment-model", (256, 4096, 4088)): "dp64",
+    ("h200-alignment-model", (128, 4096, 4040)): "dp64r64", ("h200-alignment-model", (776, 5000, 2040)): "dp160",
+    ("h200-alignment-model", (4093, 2056, 568)): "dp176", ("h200-alignment-model", (333, 12288, 760)): "dp192",
 }
 COMBINATIONS = {
     "sum": lambda sm, dram: sm + dram,

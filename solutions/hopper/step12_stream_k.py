@@ -38,6 +38,14 @@ BLK_K = 64
 L2_GROUP_ROWS = 2048
 
 
+# A row of A or B is 2K bytes: where K % 16 != 0 every other row begins off a 32-byte boundary, and the SM's TMA
+# unit takes about MISALIGNED_ROW_CYCLES cycles per 128-byte row of a box. It issues the rows its CTA loads: the A
+# tile and its part of B (in a pair, half: the other CTA multicasts the rest). Where they take longer than the
+# wgmma, they set the time: 4096x4096x1000 on an H200, whole 128x256 tiles alone 0.83x cuBLAS, in pairs 1.02x (at
+# K = 1008 or 1024 no such gap; experiments/every_shape/README.md, "Rows off 32-byte boundaries").
+MISALIGNED_ROW_CYCLES = 3.3
+
+
 # What the host's choice weighs: the time of one K iteration of a CTA tile `rows` x `width`, in units of a
 # 128 x 64 one (384 cycles of an SM). Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring
 # (rows + width) x 128 bytes into the SM at about 64 bytes a cycle. The two overlap: the larger sets the time, and
@@ -46,9 +54,10 @@ L2_GROUP_ROWS = 2048
 # model 1.0 : 1.39 : 2.67) and makes 128 columns 4% dearer per column than 256, as measured (the larger of the two
 # alone rates them equal; at 8192x28672x4096 CTA tiles of 128x128 ran 0.993x cuBLAS, 128x256 1.001x). A unit's fixup
 # (its partial sums stored, or read and added) costs about 0.275 x width x rows / 128.
-def iteration_cost(rows: int, width: int) -> float:
+def iteration_cost(rows: int, width: int, cluster: int = 1, rows_aligned: bool = True) -> float:
     tensor, loads = rows * width / 32, 2 * (rows + width)
-    return (tensor ** 16 + loads ** 16) ** (1 / 16) / 384
+    issues = 0 if rows_aligned else MISALIGNED_ROW_CYCLES * (rows + width // cluster)
+    return (tensor ** 16 + loads ** 16 + issues ** 16) ** (1 / 16) / 384
 
 
 def fixup_cost(rows: int, width: int) -> float:
@@ -99,6 +108,7 @@ class Decomposition:
     clusters: int
     sk_tiles: int
     sk_units: int
+    rows_aligned: bool = True  # every row of A and B begins on a 32-byte boundary (K % 16 == 0)
 
     @property
     def iterations_per_unit(self) -> int:
@@ -119,7 +129,7 @@ class Decomposition:
             iterations, fixup = range_each, fixup_cost(self.tile_m, self.tile_n)
         else:  # whole tiles, then (if any) stream-K over the last waves
             iterations, fixup = whole_tiles_each * self.k_tiles + range_each * STREAM_K_TAIL_COST, 0.0
-        return (iterations * iteration_cost(self.tile_m, self.tile_n) + fixup
+        return (iterations * iteration_cost(self.tile_m, self.tile_n, self.cluster, self.rows_aligned) + fixup
                 + writebacks * writeback_cost(self.tile_m, self.tile_n))
 
     @property
@@ -171,7 +181,7 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     ones would fill the last wave (8192^3: stream-K over 256-wide pairs 1.030x cuBLAS, whole 224-wide tiles
     1.017x, H200). 64-row CTAs only where M <= 128: at 256 tokens the model rates
     them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64)."""
-    k_tiles = -(-K // BLK_K)
+    k_tiles, rows_aligned = -(-K // BLK_K), K % 16 == 0
     candidates = []
     for rows in TILE_ROWS:
         if rows < 128 and M > 128:
@@ -179,9 +189,11 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
         for cluster in CLUSTER_SIZES:
             for tile_n in TILE_WIDTHS:
                 tiles = -(-M // (rows * cluster)) * -(-N // tile_n)
-                candidates.append(Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0))
+                candidates.append(Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0,
+                                                rows_aligned))
                 if cluster > 1:  # stream-K alone ran 0.66x cuBLAS where pairs ran 0.95x (256x3584x18944)
-                    candidates.append(stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows))
+                    candidates.append(stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows,
+                                               rows_aligned))
     return min(candidates, key=lambda plan: ((plan.estimated_cost * plan.margin) ** 2
                                              + dram_cost(M, N, K, plan) ** 2) ** 0.5)
 # <<< TODO 12.2
@@ -191,12 +203,13 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
 MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
 
 
-def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int, tile_m: int = 128) -> Decomposition:
+def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int, tile_m: int = 128,
+             rows_aligned: bool = True) -> Decomposition:
     """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
     K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
     least MIN_K_TILES_PER_UNIT iterations. Whole tiles where that cannot be had."""
     full_waves, tail = divmod(tiles, clusters)
-    whole_tiles = Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, 0, 0)
+    whole_tiles = Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, 0, 0, rows_aligned)
     if tail == 0:
         return whole_tiles
     sk_tiles = tail + (clusters if full_waves >= 1 else 0)
@@ -205,7 +218,7 @@ def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int,
         return whole_tiles
     if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
         return whole_tiles
-    return Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units)
+    return Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units, rows_aligned)
 # <<< TODO 12.3
 
 
@@ -348,7 +361,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     2048^3 0.996x, 4096^3 1.008x, 8192^3 1.022x. A stream-K unit's fixup is expensive (H200): at 2048^3,
     stream-K over 64 tiles on 66 clusters ran 0.84x against whole tiles' 0.98x; the fp32 partials of 132 CTAs
     (17 MB) are stored and read back. At 4096^3 the writeback is what is left (experiments/every_shape/README.md:
-    a writeback that costs nothing would give 1.040x); at small K (1000^3 0.81x) the host's lone CTAs lose to pairs.
+    a writeback that costs nothing would give 1.040x). Where K % 16 != 0, rows of A and B off 32-byte boundaries
+    slow a lone CTA's loads and the host takes pairs (H200, ten such shapes: 0.772x -> 0.882x cuBLAS in geometric
+    mean, 3000x3000x1000 0.761x -> 0.976x).
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")

@@ -43,6 +43,14 @@ BLK_K = 64
 L2_GROUP_ROWS = 2048
 
 
+# A row of A or B is 2K bytes: where K % 16 != 0 every other row begins off a 32-byte boundary, and the SM's TMA
+# unit takes about MISALIGNED_ROW_CYCLES cycles per 128-byte row of a box. It issues the rows its CTA loads: the A
+# tile and its part of B (in a pair, half: the other CTA multicasts the rest). Where they take longer than the
+# wgmma, they set the time: 4096x4096x1000 on an H200, whole 128x256 tiles alone 0.83x cuBLAS, in pairs 1.02x (at
+# K = 1008 or 1024 no such gap; experiments/every_shape/README.md, "Rows off 32-byte boundaries").
+MISALIGNED_ROW_CYCLES = 3.3
+
+
 # What the host's choice weighs: the time of one K iteration of a CTA tile `rows` x `width`, in units of a
 # 128 x 64 one (384 cycles of an SM). Its wgmma take rows x width / 32 cycles of the tensor cores; its loads bring
 # (rows + width) x 128 bytes into the SM at about 64 bytes a cycle. The two overlap: the larger sets the time, and
@@ -51,9 +59,10 @@ L2_GROUP_ROWS = 2048
 # model 1.0 : 1.39 : 2.67) and makes 128 columns 4% dearer per column than 256, as measured (the larger of the two
 # alone rates them equal; at 8192x28672x4096 CTA tiles of 128x128 ran 0.993x cuBLAS, 128x256 1.001x). A unit's fixup
 # (its partial sums stored, or read and added) costs about 0.275 x width x rows / 128.
-def iteration_cost(rows: int, width: int) -> float:
+def iteration_cost(rows: int, width: int, cluster: int = 1, rows_aligned: bool = True) -> float:
     tensor, loads = rows * width / 32, 2 * (rows + width)
-    return (tensor ** 16 + loads ** 16) ** (1 / 16) / 384
+    issues = 0 if rows_aligned else MISALIGNED_ROW_CYCLES * (rows + width // cluster)
+    return (tensor ** 16 + loads ** 16 + issues ** 16) ** (1 / 16) / 384
 
 
 def fixup_cost(rows: int, width: int) -> float:
@@ -81,10 +90,11 @@ DRAM_BYTES_PER_UNIT = 440e3
 #   costs. The kernel reads it (TODO 12.7: the CTA tile's rows, one of TILE_ROWS, the tile width, one of TILE_WIDTHS,
 #   and the CTAs per cluster along M, one of CLUSTER_SIZES), and so does your WorkUnits. Its cost is the busiest
 #   cluster's time in the units of iteration_cost, its tiles' writebacks included (WRITEBACK_ROUND_COST for each round
-#   of TMA stores your writeback makes, TODO 12.14), and a cluster that shares a tile with others pays fixup_cost on
-#   top; but where whole tiles come first, a stream-K range runs at other K offsets than the clusters around it and
-#   finds fewer of its loads in the L2: its iterations cost more than a whole tile's (at 4096 and 8192 rows on an H200
-#   about 1.14x, the fixup included). The host compares plans by their cost and by their DRAM traffic (TODO 12.2).
+#   of TMA stores your writeback makes, TODO 12.14; iteration_cost needs the cluster size and whether K % 16 == 0),
+#   and a cluster that shares a tile with others pays fixup_cost on top; but where whole tiles come first, a stream-K
+#   range runs at other K offsets than the clusters around it and finds fewer of its loads in the L2: its iterations
+#   cost more than a whole tile's (at 4096 and 8192 rows on an H200 about 1.14x, the fixup included). The host
+#   compares plans by their cost and by their DRAM traffic (TODO 12.2).
 todo("12.1 a plan: what the host decides for one shape")
 
 

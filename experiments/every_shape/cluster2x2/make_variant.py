@@ -32,8 +32,9 @@ EDITS = [
     ROW_MASK = sum(1 << (CM * j) for j in range(CN))  # the CTAs of rank 0's row (rank = row + CM x column)
 """),
     ("""            "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),
-            l2_group_size=8, num_clusters=sm_count // CLUSTER)""", """            "ts", num_m_tiles=-(-M // (CM * BLK_M)), num_n_tiles=-(-N // (CN * BLK_N)),
-            l2_group_size=8, num_clusters=plan.clusters)"""),
+            l2_group_size=L2_GROUP_ROWS // (CLUSTER * BLK_M), num_clusters=sm_count // CLUSTER)""",
+     """            "ts", num_m_tiles=-(-M // (CM * BLK_M)), num_n_tiles=-(-N // (CN * BLK_N)),
+            l2_group_size=max(1, L2_GROUP_ROWS // (CM * BLK_M)), num_clusters=plan.clusters)"""),
     ("""        m_st = T.meta_var(tile_order.m_idx * (CLUSTER * BLK_M) + rank * BLK_M)
         n_st = T.meta_var(tile_order.n_idx * BLK_N)""", """        m_st = T.meta_var(tile_order.m_idx * (CM * BLK_M) + rank % CM * BLK_M)
         n_st = T.meta_var(tile_order.n_idx * (CN * BLK_N) + rank // CM * BLK_N)"""),

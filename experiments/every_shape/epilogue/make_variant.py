@@ -23,6 +23,11 @@ tensor cores is the writeback (2.5% of 4096^3), during which neither consumer is
 - stsm_warp: stsm, and each warp writes back its own 16 rows (a TMA box of 16 x 64 per warp and part): the warps
   of a consumer sync only themselves (warp_sync), no named barrier between them in the writeback.
 
+- under: stsm, and each tile's writeback deferred under the next unit's wgmmas: once a tile's K loop is done its
+  sums are packed into fp16 pairs (64 registers beside the 128 of the accumulator), and the consumer issues the next
+  unit's first two K tiles before it stages and stores them, so the tensor cores have two K tiles of work queued
+  while the writeback runs (the last tile's writeback after the loop). The rest columns go through stmatrix.x2.
+
     python experiments/every_shape/epilogue/make_variant.py
 """
 
@@ -153,6 +158,89 @@ DOUBLE_BUFFERED = [  # edits of the stsm variant
 ]
 
 
+def deferred_writeback(indent: int) -> str:
+    """under: the writeback of the tile whose fp16 pairs are in `packed` (rows from pending[1], columns from
+    pending[2]), the staged columns and the rest both through stmatrix."""
+    lines = """for half in T.unroll(STAGED_N // EPI_N):
+    if warp_id == 0:
+        T.ptx.cp.async_.bulk.wait_group.read(0)
+    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+    for jj in T.unroll(EPI_N // 16):
+        base = T.meta_var(half * (EPI_N // 4) + jj * 4)
+        T.ptx.stmatrix.sync.aligned.m8n8.x4.shared.b16(
+            Dsmem.ptr_to([consumer, 16 * warp_id + lane_id % 16, 16 * jj + lane_id // 16 * 8]),
+            packed[base], packed[base + 1], packed[base + 2], packed[base + 3])
+    T.ptx.fence.proxy.async_.shared__cta()
+    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+    if warp_id == 0:
+        if T.cuda.elect_sync():
+            for part in T.unroll(EPI_N // 64):
+                Tx.copy_async(D[pending[1]:pending[1] + CONSUMER_ROWS,
+                                pending[2] + half * EPI_N + part * 64:pending[2] + half * EPI_N + part * 64 + 64],
+                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+            T.ptx.cp.async_.bulk.commit_group()
+if REST_N > 0:
+    if warp_id == 0:
+        T.ptx.cp.async_.bulk.wait_group.read(0)
+    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+    for j in T.unroll(REST_N // 8):
+        T.ptx.stmatrix.sync.aligned.m8n8.x2.shared.b16(
+            Rsmem.ptr_to([consumer, 16 * warp_id + lane_id % 16, 8 * j]),
+            packed[STAGED_N // 4 + 2 * j], packed[STAGED_N // 4 + 2 * j + 1])
+    T.ptx.fence.proxy.async_.shared__cta()
+    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+    if warp_id == 0:
+        if T.cuda.elect_sync():
+            for part in T.unroll(REST_N // 8):
+                Tx.copy_async(D[pending[1]:pending[1] + CONSUMER_ROWS,
+                                pending[2] + STAGED_N + part * 8:pending[2] + STAGED_N + part * 8 + 8],
+                              Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
+            T.ptx.cp.async_.bulk.commit_group()
+"""
+    return "".join(" " * indent + line + "\n" for line in lines.splitlines())
+
+
+UNDER = [
+    ("""            seen = T.alloc_local((1,), "int32")
+""", """            seen = T.alloc_local((1,), "int32")
+            packed = T.alloc_local((ACC // 2,), "uint32")  # the last tile's sums as fp16 pairs, not yet written back
+            pending = T.alloc_local((3,), "int32")  # 1 while `packed` waits for its writeback; its first row, column
+            pending[0] = 0
+"""),
+    ("""                    T.ptx.wgmma.commit_group.sync.aligned()
+""", """                    T.ptx.wgmma.commit_group.sync.aligned()
+                    if not STAGING_IN_RING:  # (there each cluster has one unit: its writeback follows the loop)
+                        # the previous tile's writeback, while this unit's first two K tiles run on the tensor cores
+                        if k == T.min(work.k_begin + 1, work.k_end - 1):
+                            if pending[0] > 0:
+""" + "@DEFERRED32@" + """                                pending[0] = 0
+"""),
+    ("""            # the last TMA store must finish before the CTA (and its shared memory) goes away
+""", """            if pending[0] > 0:
+                if STAGING_IN_RING:
+                    T.ptx.bar.sync(EPILOGUE_BAR + NUM_CONSUMERS, NUM_CONSUMERS * 128)
+""" + "@DEFERRED16@" + """            # the last TMA store must finish before the CTA (and its shared memory) goes away
+"""),
+]
+
+
+
+def under_edits() -> list[tuple[str, str]]:
+    """UNDER with the deferred writeback written in at its two places (in the K loop, after it)."""
+    return [(old, new.replace("@DEFERRED32@", deferred_writeback(32)).replace("@DEFERRED16@", deferred_writeback(16)))
+            for old, new in UNDER]
+
+
+# under: the writeback (TODO 12.14) becomes the packing
+PACK = """                for i in T.unroll(ACC // 2):
+                    packed[i] = T.call_pure_extern("uint32", "__pack_half2", T.cast(acc[2 * i], d_type),
+                                                   T.cast(acc[2 * i + 1], d_type))
+                pending[0] = 1
+                pending[1] = m_st + row_0
+                pending[2] = n_st + col_0
+"""
+
+
 WRITEBACK_START = "                # >>> TODO 12.14: the writeback at any width\n"
 WRITEBACK_END = "                # <<< TODO 12.14\n"
 
@@ -192,3 +280,6 @@ if __name__ == "__main__":
         write_variant(HERE / name, [])
         written = HERE / name / "hopper" / "step12_stream_k.py"
         written.write_text(writeback_replaced(written.read_text(), code))
+    write_variant(HERE / "under", under_edits())
+    written = HERE / "under" / "hopper" / "step12_stream_k.py"
+    written.write_text(writeback_replaced(written.read_text(), PACK))
