@@ -24,8 +24,8 @@ TILE_ROWS = (128, 64)
 # CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
 # the same, alone first: on the H100 lone CTAs ran 0.2-6% faster than pairs of the same tiles at the 23 layer shapes
 # of 128 to 1000 tokens timed (256x4096x4096 1.059x against 1.002x cuBLAS) and at 2048^3 (0.991x against 0.951x),
-# 0.1-0.8% slower at 4096^3 and larger (experiments/every_shape/h100-plain-launch); stream-K only in pairs (alone,
-# 0.66x against 0.95x at 256x3584x18944)
+# 0.1-0.8% slower at 4096^3 and larger (experiments/every_shape/h100-plain-launch), all at K % 16 == 0 (where it is
+# not, a pair costs less: iteration_cost); stream-K only in pairs (alone, 0.66x against 0.95x at 256x3584x18944)
 CLUSTER_SIZES = (1, 2)
 # the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
 # two CTAs of a pair, whole 8-row swizzle atoms of B

@@ -30,7 +30,8 @@ from kernel_helpers.todo import todo
 # its columns: twice the CTAs over the few rows there are
 TILE_ROWS = (128, 64)
 # CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
-# the same, alone ran faster up to 1000 tokens (0.2-6%) and slower from 4096^3 on (0.1-0.8%) on the H100
+# the same, alone ran faster up to 1000 tokens (0.2-6%) and slower from 4096^3 on (0.1-0.8%) on the H100, all at
+# K % 16 == 0 (where it is not, a pair costs less: iteration_cost)
 CLUSTER_SIZES = (1, 2)
 # the columns a cluster tile may have, widest (fewest bytes per FLOP) first: a wgmma n and, split between the
 # two CTAs of a pair, whole 8-row swizzle atoms of B
