@@ -203,7 +203,7 @@ def test_step_12_units_cover_every_k_tile_once_and_wait_only_on_lower_clusters(s
     solution = build.kernel_factory(REPO / "solutions", "hopper", STEPS["hopper"][12]).__globals__
     plans = [solution["plan_decomposition"](*shape, sm_count)]
     if shape == (768, 384, 512):
-        plans.append(solution["stream_k"](128, 2, 9, 8, 4))
+        plans.append(solution["stream_k"](128, 2, 9, 8, 4, 128, True))
     for plan in plans:
         units = track_text.units(plan)
         assert (figures.unit_owners(units, plan.tiles, plan.k_tiles) >= 0).all()

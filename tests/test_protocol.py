@@ -62,15 +62,15 @@ def _step12_plans():
     SM counts keep the grid small; the grid run launches clusters one at a time whatever the count."""
     return [
         ("data-parallel-cluster-1", (128, 256, 512), 4, ("plan_decomposition", 128, 256, 512, 4)),
-        ("split-K-cluster-1", (128, 64, 2048), 4, ("stream_k", 64, 1, 1, 32, 4)),
+        ("split-K-cluster-1", (128, 64, 2048), 4, ("stream_k", 64, 1, 1, 32, 4, 128, True)),
         # M <= 128: the host's choice is 64-row CTA tiles in pairs, the tile's 32 K tiles split over 2 of 4 pairs
         ("split-K-64-row-tiles-cluster-2", (128, 64, 2048), 8, ("plan_decomposition", 128, 64, 2048, 8)),
         # 3 tiles of 65 K tiles over 8 clusters: ranges of 24 and 25 iterations (the first `extra` longer)
-        ("stream-K-uneven-cluster-1", (384, 64, 4160), 8, ("stream_k", 64, 1, 3, 65, 8)),
+        ("stream-K-uneven-cluster-1", (384, 64, 4160), 8, ("stream_k", 64, 1, 3, 65, 8, 128, True)),
         # 9 tiles on 4 clusters: 5 stream-K tiles, then 4 whole ones, dealt round robin
-        ("stream-K-then-whole-tiles-cluster-2", (768, 384, 512), 8, ("stream_k", 128, 2, 9, 8, 4)),
+        ("stream-K-then-whole-tiles-cluster-2", (768, 384, 512), 8, ("stream_k", 128, 2, 9, 8, 4, 128, True)),
         # CTA tiles of 64 rows (M <= 128), their consumers on half the columns each: 3 tiles of 16 K tiles on 4 pairs
-        ("stream-K-64-row-tiles-cluster-2", (128, 192, 1024), 8, ("stream_k", 64, 2, 3, 16, 4, 64)),
+        ("stream-K-64-row-tiles-cluster-2", (128, 192, 1024), 8, ("stream_k", 64, 2, 3, 16, 4, 64, True)),
         ("stream-K-132-sms", STREAM_K_SHAPE, 132, ("plan_decomposition", *STREAM_K_SHAPE, 132)),
     ]
 

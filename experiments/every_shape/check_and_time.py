@@ -51,18 +51,15 @@ def forced_plan(module, name: str, shape, sm_count: int):
         width, _, rows = name[2:-1].partition("r")
         width, rows = int(width), int(rows or 128)
         tiles = -(-m // (2 * rows)) * -(-n // (2 * width))
-        return module.Decomposition(rows, width, 4, tiles, -(-k // module.BLK_K), 30, 0, 0, cluster_n=2)
+        return module.Decomposition(rows, width, 4, tiles, -(-k // module.BLK_K), 30, 0, 0, k % 16 == 0, cluster_n=2)
     width, _, single = name[2:].partition("c")
     width, _, rows = width.partition("r")
     width, cluster, rows = int(width), 1 if single else 2, int(rows or 128)
     clusters, k_tiles = sm_count // cluster, -(-k // module.BLK_K)
     tiles = -(-m // (rows * cluster)) * -(-n // width)
-    # what the model needs to know of K's rows, where it asks (trees older than the question do not)
-    aligned = {"rows_aligned": k % 16 == 0} if "rows_aligned" in {
-        field.name for field in dataclasses.fields(module.Decomposition)} else {}
     if name.startswith("dp"):
-        return module.Decomposition(rows, width, cluster, tiles, k_tiles, clusters, 0, 0, **aligned)
-    return module.stream_k(width, cluster, tiles, k_tiles, clusters, rows, **aligned)
+        return module.Decomposition(rows, width, cluster, tiles, k_tiles, clusters, 0, 0, k % 16 == 0)
+    return module.stream_k(width, cluster, tiles, k_tiles, clusters, rows, k % 16 == 0)
 
 
 def load(step: int, shape, sm_count: int, impl: Path, plan_name: str | None = None):

@@ -54,7 +54,7 @@ MISALIGNED_ROW_CYCLES = 3.3
 # model 1.0 : 1.39 : 2.67) and makes 128 columns 4% dearer per column than 256, as measured (the larger of the two
 # alone rates them equal; at 8192x28672x4096 CTA tiles of 128x128 ran 0.993x cuBLAS, 128x256 1.001x). A unit's fixup
 # (its partial sums stored, or read and added) costs about 0.275 x width x rows / 128.
-def iteration_cost(rows: int, width: int, cluster: int = 1, rows_aligned: bool = True) -> float:
+def iteration_cost(rows: int, width: int, cluster: int, rows_aligned: bool) -> float:
     tensor, loads = rows * width / 32, 2 * (rows + width)
     issues = 0 if rows_aligned else MISALIGNED_ROW_CYCLES * (rows + width // cluster)
     return (tensor ** 16 + loads ** 16 + issues ** 16) ** (1 / 16) / 384
@@ -108,7 +108,7 @@ class Decomposition:
     clusters: int
     sk_tiles: int
     sk_units: int
-    rows_aligned: bool = True  # every row of A and B begins on a 32-byte boundary (K % 16 == 0)
+    rows_aligned: bool  # every row of A and B begins on a 32-byte boundary (K % 16 == 0)
 
     @property
     def iterations_per_unit(self) -> int:
@@ -203,8 +203,8 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
 MIN_K_TILES_PER_UNIT = 8  # a shorter K range spends more on its fixup than it saves (CUTLASS uses 8)
 
 
-def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int, tile_m: int = 128,
-             rows_aligned: bool = True) -> Decomposition:
+def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int, tile_m: int,
+             rows_aligned: bool) -> Decomposition:
     """CUTLASS's sm90 stream-K: the last partial wave and one full wave before it (if any) cut into one
     K range per cluster, so every cluster ends with the same number of iterations; a range keeps at
     least MIN_K_TILES_PER_UNIT iterations. Whole tiles where that cannot be had."""

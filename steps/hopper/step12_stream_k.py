@@ -60,7 +60,7 @@ MISALIGNED_ROW_CYCLES = 3.3
 # model 1.0 : 1.39 : 2.67) and makes 128 columns 4% dearer per column than 256, as measured (the larger of the two
 # alone rates them equal; at 8192x28672x4096 CTA tiles of 128x128 ran 0.993x cuBLAS, 128x256 1.001x). A unit's fixup
 # (its partial sums stored, or read and added) costs about 0.275 x width x rows / 128.
-def iteration_cost(rows: int, width: int, cluster: int = 1, rows_aligned: bool = True) -> float:
+def iteration_cost(rows: int, width: int, cluster: int, rows_aligned: bool) -> float:
     tensor, loads = rows * width / 32, 2 * (rows + width)
     issues = 0 if rows_aligned else MISALIGNED_ROW_CYCLES * (rows + width // cluster)
     return (tensor ** 16 + loads ** 16 + issues ** 16) ** (1 / 16) / 384

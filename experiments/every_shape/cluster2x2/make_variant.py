@@ -20,8 +20,9 @@ EDITS = [
     ("""        bx = T.cta_id([sm_count])
 """, """        bx = T.cta_id([plan.clusters * CLUSTER])
 """),
-    ("""    sk_units: int
-""", """    sk_units: int
+    ("""    rows_aligned: bool  # every row of A and B begins on a 32-byte boundary (K % 16 == 0)
+""",
+     """    rows_aligned: bool  # every row of A and B begins on a 32-byte boundary (K % 16 == 0)
     cluster_n: int = 1  # of the cluster's CTAs, how many side by side along N (sharing A); the rest stack along M
 """),
     ("""    B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts

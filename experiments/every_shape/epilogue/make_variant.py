@@ -224,7 +224,6 @@ UNDER = [
 ]
 
 
-
 def under_edits() -> list[tuple[str, str]]:
     """UNDER with the deferred writeback written in at its two places (in the K loop, after it)."""
     return [(old, new.replace("@DEFERRED32@", deferred_writeback(32)).replace("@DEFERRED16@", deferred_writeback(16)))

@@ -14,8 +14,9 @@ sys.path.insert(0, str(HERE.parent))
 from variant import write_variant  # noqa: E402
 
 EDITS = [
-    ("""    sk_units: int
-""", """    sk_units: int
+    ("""    rows_aligned: bool  # every row of A and B begins on a 32-byte boundary (K % 16 == 0)
+""",
+     """    rows_aligned: bool  # every row of A and B begins on a 32-byte boundary (K % 16 == 0)
     max_stages: int = 0  # at most this many pipeline stages (0: as many as fit)
 """),
     ("""    PRODUCER_REGS, CONSUMER_REGS = 40, 232""", """    PIPE_DEPTH = min(PIPE_DEPTH, plan.max_stages or PIPE_DEPTH)
