@@ -645,7 +645,7 @@ def _work_placement_variants(track: str, cta_rows: str, first_uncovered: str) ->
 
 
 VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
-    # more stream-K ranges than clusters (219 for 132 at 257x264x4104): the ranges past the last cluster are never
+    # more stream-K ranges than clusters (146 for 66 pairs at 257x264x4104): the ranges past the last cluster are never
     # run, so the tiles they end are never stored, and the partial sums of the one they share with cluster 131 are
     # left counted in its lock
     Variant("hopper-12-units-past-the-clusters", "hopper", 12,

@@ -119,6 +119,19 @@ def test_rows_off_32_byte_boundaries_take_pairs_which_issue_half_of_b():
         assert module.iteration_cost(rows, width, 2, True) == module.iteration_cost(rows, width, 1, True)
 
 
+def test_misaligned_rows_at_few_tokens_take_pairs_of_64_row_ctas_which_issue_fewer_rows():
+    """Above 128 rows step 12 keeps 128-row CTAs where rows are aligned (64-row ones ran 2-6% slower there), but
+    where K % 16 != 0 the TMA unit's rows bind: a pair of 64-row CTAs 128 wide issues 64 + 64 rows a K tile where a
+    pair of 128-row CTAs 64 wide issues 128 + 32 (H200: 256x4096x4088 0.82x -> 0.98x cuBLAS, 776x1024x4088 0.51x ->
+    0.70x, experiments/every_shape/h200-rows64-misaligned)."""
+    module = _step12()
+    for shape in ((256, 4096, 4088), (776, 1024, 4088), (333, 4096, 1000)):
+        plan = module.plan_decomposition(*shape, 132)
+        assert (plan.tile_m, plan.cluster) == (64, 2), (shape, plan)
+    for shape in ((256, 4096, 4096), (776, 1024, 4096), (333, 4096, 1024)):
+        assert module.plan_decomposition(*shape, 132).tile_m == 128, shape
+
+
 def test_stream_k_after_whole_waves_where_its_dearer_ranges_still_pay():
     """After waves of whole tiles, a stream-K range runs at other K offsets than the clusters around it and costs
     about 1.14 whole-tile iterations (H200, experiments/every_shape/h200-stream-k-tail): it pays over 15.5 waves of

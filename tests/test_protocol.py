@@ -208,7 +208,7 @@ MUTATIONS = {
         "reads partials (element", "and nothing orders that store before this read",
         "published by a release (every thread's stores, a barrier, a fence, then the add on the lock)"]),
     "fence_before_the_barrier": (("hopper",), 12, STREAM_K_SHAPE, FENCE_BEFORE_THE_BARRIER, "fixup", [
-        "CTA 1, warp 4 (lane 0): adds 12 to locks[2]", "while the stores of CTA 1, warps 5-7 (all lanes) to global "
+        "CTA 1, warp 4 (lane 0): adds 18 to locks[2]", "while the stores of CTA 1, warps 5-7 (all lanes) to global "
         "memory are not fenced"]),
     "no_barrier_after_the_acquire": (("hopper",), 12, STREAM_K_SHAPE, NO_BARRIER_AFTER_THE_ACQUIRE, "fixup", [
         "reads partials (element", "after an ld.acquire of the lock has seen the count (then a barrier for the "

@@ -116,8 +116,8 @@ def _filled_skeleton(track: str, step: int) -> str:
 # shape (that grading is the reference's own, in tests/test_protocol.py and on the GPU). Steps 1-11 take one path at
 # every shape: their static-check shape (step 11's is ragged in M, N and K). Step 12's plan changes with the shape:
 # on Blackwell whole tiles (the static-check shape) or stream-K (257x264x4104); on Hopper also the tile width and
-# the cluster: 176-wide lone CTAs (static), 48-wide pairs in stream-K (257x264x4104), 64-wide pairs (1000^3, where
-# K % 16 != 0).
+# the cluster and the CTA's rows: 176-wide lone 128-row CTAs (static), 48-wide pairs of 64-row CTAs in stream-K
+# (257x264x4104), whole 128-wide tiles in pairs of 64-row CTAs (1000^3; both where K % 16 != 0).
 _PASTE_SHAPES = {("blackwell", 12): ((4093, 2056, 560), (257, 264, 4104)),
                  ("hopper", 12): ((4093, 2056, 560), (257, 264, 4104), (1000, 1000, 1000))}
 

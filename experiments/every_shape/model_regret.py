@@ -68,7 +68,19 @@ EARLIER_RUNS_PLANS = {
     ("h200-alignment-model", (1536, 1536, 1528)): "dp144", ("h200-alignment-model", (256, 4096, 4088)): "dp64",
     ("h200-alignment-model", (128, 4096, 4040)): "dp64r64", ("h200-alignment-model", (776, 5000, 2040)): "dp160",
     ("h200-alignment-model", (4093, 2056, 568)): "dp176", ("h200-alignment-model", (333, 12288, 760)): "dp192",
+    ("h200-l2promo", (776, 5000, 2040)): "dp160", ("h200-l2promo", (256, 4096, 4088)): "dp64",
+    # the model before 64-row CTAs at M > 128 where rows are misaligned
+    ("h200-rows64-misaligned", (256, 4096, 4088)): "dp64", ("h200-rows64-misaligned", (333, 4096, 1000)): "dp128",
+    ("h200-rows64-misaligned", (512, 2056, 2040)): "dp64", ("h200-rows64-misaligned", (776, 1024, 4088)): "dp64",
+    ("h200-rows64-misaligned", (1000, 1000, 1000)): "dp64", ("h200-rows64-misaligned", (200, 5000, 760)): "dp80",
+    ("h200-rows64-misaligned", (384, 2056, 1000)): "dp64", ("h200-rows64-misaligned", (256, 1024, 2040)): "sk32",
+    ("h200-rows64-misaligned", (1500, 1024, 2040)): "dp96",
 }
+# the plan a variant tree's own choice ran: (folder, label) -> {shape: name} (rows64_misaligned: today's model)
+VARIANT_RUNS_PLANS = {("h200-rows64-misaligned", "step12-rows64-auto"): {
+    (256, 4096, 4088): "dp128r64", (333, 4096, 1000): "dp192r64", (512, 2056, 2040): "dp144r64",
+    (776, 1024, 4088): "dp128r64", (1000, 1000, 1000): "dp128r64", (200, 5000, 760): "dp160r64",
+    (384, 2056, 1000): "dp96r64", (256, 1024, 2040): "dp32r64", (1500, 1024, 2040): "dp208r64"}}
 COMBINATIONS = {
     "sum": lambda sm, dram: sm + dram,
     "max": max,
@@ -98,6 +110,8 @@ def measured(module: dict) -> dict[tuple, dict[str, float]]:
                     name = label[len("step12-"):]
                 elif label == "step12" and (Path(path).parent.name, shape) in EARLIER_RUNS_PLANS:
                     name = EARLIER_RUNS_PLANS[Path(path).parent.name, shape]
+                elif shape in VARIANT_RUNS_PLANS.get((Path(path).parent.name, label), {}):
+                    name = VARIANT_RUNS_PLANS[Path(path).parent.name, label][shape]
                 else:
                     continue
                 times.setdefault(shape, {}).setdefault(name, []).append(ms / row["ms"]["cublas"])

@@ -18,8 +18,8 @@ from tvm.script.tirx import tile as Tx
 
 from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
 
-# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128, 64, the consumers splitting
-# its columns: twice the CTAs over the few rows there are
+# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128 or rows are misaligned, 64, the
+# consumers splitting its columns: twice the CTAs over the few rows there are
 TILE_ROWS = (128, 64)
 # CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
 # the same, alone first: on the H100 lone CTAs ran 0.2-6% faster than pairs of the same tiles at the 23 layer shapes
@@ -179,12 +179,15 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave,
     at the price of a fixup per unit, and after waves of whole tiles keeps the widest tiles where narrower
     ones would fill the last wave (8192^3: stream-K over 256-wide pairs 1.030x cuBLAS, whole 224-wide tiles
-    1.017x, H200). 64-row CTAs only where M <= 128: at 256 tokens the model rates
-    them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64)."""
+    1.017x, H200). 64-row CTAs only where M <= 128 or rows are misaligned: at 256 tokens and aligned rows the
+    model rates them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64); where rows
+    are misaligned a pair of them issues fewer rows a K tile (64 + 64 at 128 wide, not 128 + 32 at 64 wide), which
+    the model counts and the GPU confirms (256x4096x4088: 0.82x -> 0.98x cuBLAS, nine held-out shapes faster,
+    experiments/every_shape/h200-rows64-misaligned)."""
     k_tiles, rows_aligned = -(-K // BLK_K), K % 16 == 0
     candidates = []
     for rows in TILE_ROWS:
-        if rows < 128 and M > 128:
+        if rows < 128 and M > 128 and rows_aligned:
             continue
         for cluster in CLUSTER_SIZES:
             for tile_n in TILE_WIDTHS:
