@@ -344,14 +344,21 @@ brings half as much A per output; in pairs that share (multicast) the weight til
 host weighs it only where M <= 128, or where K % 16 != 0 (there a pair of them issues fewer rows a K tile than a
 pair of 128-row CTAs: 256x4096x4088 0.98x against 0.82x, H200). What did not pay: a pair side by side along N that multicasts the
 activation tile (0.858x against 0.895x at 128x3584x3584). ncu says why: both step 12 and cuBLAS take
-in about 56 bytes a cycle per SM, and a multicast saves reads from the L2, not bytes into an SM."""
+in about 56 bytes a cycle per SM, and a multicast saves reads from the L2, not bytes into an SM.
+
+Below 64 tokens (decode) even a 64-row box of A is mostly rows past the matrix, and TMA fills each of
+them with zeros, at about 2.8 cycles a row and K tile (H200): at 1x4096x14336 those rows, not the
+weights, set the time (0.65x cuBLAS; the same plan ran 1.06x at 64 tokens). So the box of A is `A_ROWS
+= min(BLK_M, M)` rows: the stage keeps its 64 rows for the wgmma, and the stale rows past the box reach
+only accumulator rows past M, which the TMA store clips. Nine decode shapes: 0.77x -> 1.00x cuBLAS."""
 
 _STEP_12_CODE = """\
 Host code at module level: the `Decomposition` dataclass, `plan_decomposition` and `stream_k`, and
 `WorkUnits` (a cluster's walk: init, next, valid, first_unit). In the kernel: the plan's width and
 cluster size, two more parameters (`partials`, `locks`), the unit loop in place of the tile loop (the
-producer and the consumers walk the same units), the MMA at the plan's width, and at the end of a
-unit either the partial store and release or the wait and the adds before step 11's writeback."""
+producer and the consumers walk the same units), A's box of `A_ROWS` rows, the MMA at the plan's width,
+and at the end of a unit either the partial store and release or the wait and the adds before step 11's
+writeback."""
 
 _STEP_12_TRY = """\
 Number the clusters from the last CTA (`cluster = T.meta_var((sm_count - 1 - bx) // CLUSTER)`): a

@@ -292,6 +292,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     plan = plan or plan_decomposition(M, N, K, sm_count)
     assert (plan.cluster, plan.tile_n) == (2, 256), "Blackwell's cluster tile is the pair's 512x256"
     K_TILES = plan.k_tiles
+    # A's boxes are no taller than A: at decode batches TMA would fill rows past it with zeros (on an H200 about 2.8
+    # cycles a row and K tile, which set the time there; unmeasured on a B200); the stages' rows past the box keep
+    # stale data, read only into rows past M
+    A_ROWS = min(BLK_M, M)
     # <<< TODO 12.7
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 3
@@ -301,6 +305,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     MMA_M, MMA_N = BLK_M * CTA_GROUP, BLK_N * CTA_GROUP  # one MMA for the pair: 256 x 256
     NUM_CONSUMER = 2  # MMA threads, accumulators and writeback warpgroups
     TILE_BYTES_ALL = (NUM_CONSUMER * BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one CTA's loads per K tile
+    TMA_BYTES = (NUM_CONSUMER * A_ROWS * BLK_K + BLK_N * BLK_K) * 2  # what one CTA's loads deliver per K tile
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
     EPILOGUE_SMEM = NUM_CONSUMER * BLK_M * EPI_N * 2 + 1024  # two Dsmem tiles, and the barriers
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES_ALL  # the most whole stages that fit
@@ -385,11 +390,12 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             s = T.meta_var(tma_state.stage)
                             mma2tma.wait(s, tma_state.phase)
                             if cbx == 0:
-                                tma2mma.arrive(s, TILE_BYTES_ALL * CTA_GROUP)
+                                tma2mma.arrive(s, TMA_BYTES * CTA_GROUP)
                             bar_cta0 = T.meta_var(tma2mma_cta0.ptr_to([s]))
                             for j in T.unroll(NUM_CONSUMER):
                                 a_st = T.meta_var(m_st + j * CTA_GROUP * BLK_M)
-                                Tx.copy_async(Asmem[s, j, :, :], A[a_st:a_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                                Tx.copy_async(Asmem[s, j, 0:A_ROWS, :],
+                                              A[a_st:a_st + A_ROWS, k * BLK_K:(k + 1) * BLK_K],
                                               dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)
                             Tx.copy_async(Bsmem[s, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)

@@ -310,7 +310,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
     WorkUnits, which the producer and both consumers walk alike (the same units, the same K tiles:
     the rings see the same number of uses on both sides).
-        producer: for k in k_begin..k_end: step 11's loads of K tile k.
+        producer: for k in k_begin..k_end: step 11's loads of K tile k, A's box min(BLK_M, M) rows tall (where a
+        tile holds all of M, no rows past the matrix for TMA to fill with zeros).
         consumer c: step 11's wgmma loop over k_begin..k_end on its part of the CTA tile (rows 64c..64c+63
         of a 128-row tile; columns c x tile_n / 2 onwards of a 64-row one, whose consumers share its A),
         the first K tile of the unit overwriting the accumulator; then one of three endings:
@@ -366,7 +367,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     (17 MB) are stored and read back. At 4096^3 the writeback is what is left (experiments/every_shape/README.md:
     a writeback that costs nothing would give 1.040x). Where K % 16 != 0, rows of A and B off 32-byte boundaries
     slow a lone CTA's loads and the host takes pairs (H200, ten such shapes: 0.772x -> 0.882x cuBLAS in geometric
-    mean, 3000x3000x1000 0.761x -> 0.976x).
+    mean, 3000x3000x1000 0.761x -> 0.976x). At decode batches (M < 64) TMA's zero-filled rows of A had set the time
+    (about 2.8 cycles a row and K tile): with A's box no taller than A, 1x4096x14336 0.68x -> 1.02x, 1x4096x4096
+    0.80x -> 1.06x, 8x8192x8192 0.97x -> 1.10x (H200, experiments/every_shape/README.md, "Decode batches").
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -383,6 +386,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     # starts: D is staged over the ring's first stages, and the staging tiles' shared memory goes to more stages
     # (the weights stream faster with more in flight: 256x4608x3584 0.879x -> 0.943x cuBLAS on the H100)
     STAGING_IN_RING = plan.sk_units == 0 and plan.tiles <= plan.clusters
+    # A's box is no taller than A: where a tile holds all of M (decode batches) TMA would fill the rows past it with
+    # zeros, at about 2.8 cycles a row and K tile, and those rows, not the weights, would set the time (1x4096x14336:
+    # 0.68x -> 1.02x cuBLAS, H200). The stage's rows past the box keep stale data, read only into rows past M.
+    A_ROWS = min(BLK_M, M)
     # <<< TODO 12.7
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -407,7 +414,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
-    TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
+    TMA_BYTES = (A_ROWS * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
     ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
     # >>> TODO 12.8: the workspace and the locks
     # a partial sum per stream-K cluster (it has at most one: the start of its last tile), per CTA and
@@ -480,8 +487,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                         for k in range(work.k_begin, work.k_end):
                             mma2tma.wait(produce.stage, produce.phase)
                             tma2mma.arrive(produce.stage, TMA_BYTES)
-                            Tx.copy_async(Asmem[produce.stage, :, :],
-                                          A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                            Tx.copy_async(Asmem[produce.stage, 0:A_ROWS, :],
+                                          A[m_st:m_st + A_ROWS, k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
                             # this CTA's half of the B tile, written into both CTAs' stage
                             Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],

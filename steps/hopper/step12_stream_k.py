@@ -8,8 +8,9 @@ shape, before the kernel is built, the cluster (a CTA pair sharing B, or one CTA
 whole, or cut into ranges whose partial sums clusters add up through an fp32 workspace in global
 memory.
 
-The kernel is step 11's solution; the TODOs are the host's choice (12.1-12.3), a cluster's walk over
-its units (12.4-12.6) and the places in the kernel where a unit, not a tile, matters (12.7-12.13).
+The kernel is step 11's solution (its loads of A sized by A_ROWS, TODO 12.7); the TODOs are the host's choice
+(12.1-12.3), a cluster's walk over its units (12.4-12.6) and the places in the kernel where a unit, not a
+tile, matters (12.7-12.13).
 `make grade STEP=12` runs it at shapes where it deals whole tiles and where it must share them
 (257x264x4104: 15 tiles of 65 K tiles for 132 SMs).
 """
@@ -192,7 +193,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     #   given, replaces the host's choice (TODO 12.2). And STAGING_IN_RING: True only where every cluster's one
     #   writeback (a whole tile, or a final range) is its last unit, so that every load has landed and been used
     #   when the writeback starts; the staging tiles then lie over the ring's first stages and their shared memory
-    #   goes to more stages (at 256 tokens each stage is worth 5-6%).
+    #   goes to more stages (at 256 tokens each stage is worth 5-6%). And A_ROWS: the rows of A's TMA box (the
+    #   producer's load and TMA_BYTES use it), at most BLK_M; rows of a box past the matrix are filled with zeros by
+    #   TMA, which is not free.
     todo("12.7 the plan in the kernel")
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -217,7 +220,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
-    TMA_BYTES = (BLK_M * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
+    TMA_BYTES = (A_ROWS * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
     ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
     # TODO 12.8: the workspace and the locks
     #   PARTIALS and LOCKS: the shapes of the two buffers the kernel takes after D. The grader allocates them once,
@@ -284,8 +287,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                         for k in range(work.k_begin, work.k_end):
                             mma2tma.wait(produce.stage, produce.phase)
                             tma2mma.arrive(produce.stage, TMA_BYTES)
-                            Tx.copy_async(Asmem[produce.stage, :, :],
-                                          A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                            Tx.copy_async(Asmem[produce.stage, 0:A_ROWS, :],
+                                          A[m_st:m_st + A_ROWS, k * BLK_K:(k + 1) * BLK_K],
                                           dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
                             # this CTA's half of the B tile, written into both CTAs' stage
                             Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
