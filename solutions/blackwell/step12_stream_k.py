@@ -209,7 +209,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
     WorkUnits, which the TMA thread, both MMA threads and both writeback warpgroups of both CTAs walk
     alike (the same units, the same K tiles: every ring sees the same number of uses on both sides).
-        TMA producer (each CTA): for k in k_begin..k_end: step 11's loads of K tile k.
+        TMA producer (each CTA): for k in k_begin..k_end: step 11's loads of K tile k, each box of A min(BLK_M, M)
+        rows tall (at a decode batch, no rows past the matrix for TMA to fill with zeros).
         MMA issuers (CTA 0): step 11's loop over k_begin..k_end, the unit's first K tile overwriting
             the accumulator in TMEM (accum=False); then the multicast commit onto mma2ld[j].
         Writeback j (each CTA): step 11's TMEM --> registers in 4 chunks of 64 columns, the
