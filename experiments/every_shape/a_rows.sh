@@ -5,12 +5,7 @@
 source experiments/every_shape/device-setup.sh
 python3 experiments/every_shape/a_rows/make_variant.py > $R/variants.log 2>&1 || { cat $R/variants.log; exit 3; }
 if [ -n "${CHECK:-}" ]; then
-  SHARDS=${SHARDS:-12}
-  for i in $(seq 0 $((SHARDS - 1))); do
-    on 0 ${SWEEP_LIMIT:-240} sweep-$i python3 experiments/every_shape/sweep.py --count ${COUNT:-180} \
-        --seed ${SEED:-20261129} --shard $i/$SHARDS --json $R/sweep-$i.json &
-  done
-  wait
+  sweep_shards
   on 0 200 grade12 python3 -m grader --step 12 --impl solutions --track hopper
 fi
 on 0 ${LIMIT:-300} a-rows python3 experiments/every_shape/check_and_time.py --steps 12 --plans ${PLANS:-auto} \

@@ -2,12 +2,7 @@
 # and 12 against cuBLAS there, one interleaved run per shape. After ../shared/device/README.md's first call (part a
 # of the wheel); everything comes back in $OUT/results.tgz.
 source experiments/every_shape/device-setup.sh
-SHARDS=${SHARDS:-12}
-for i in $(seq 0 $((SHARDS - 1))); do
-  on 0 ${SWEEP_LIMIT:-240} sweep-$i python3 experiments/every_shape/sweep.py --count ${COUNT:-180} \
-      --seed ${SEED:-20261129} --shard $i/$SHARDS --json $R/sweep-$i.json &
-done
-wait
+sweep_shards
 if [ -n "${DECODE:-}" ]; then
   on 0 ${LIMIT:-240} decode python3 experiments/every_shape/check_and_time.py --steps 11,12 --shapes $DECODE \
       --json $R/decode.json
