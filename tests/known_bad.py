@@ -585,11 +585,11 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-12-one-partial-slot", "hopper", 12,
             r"PARTIALS = \(max\(plan\.sk_units, 1\),", "PARTIALS = (1,",
             "fault", GPU_ONLY, todo="12.8", names=("partials",)),
-    # a piece that begins mid-tile adds the previous unit's accumulator
     # A's box as tall as the CTA tile: at a decode batch (the timing shape 1x4096x14336) TMA fills 63 of its 64 rows
     # with zeros every K tile (H200: 0.65-0.69x cuBLAS, the reference 1.02x)
     Variant("hopper-12-a-box-of-blk-m-rows", "hopper", 12, r"A_ROWS = min\(BLK_M, M\)", "A_ROWS = BLK_M",
             "slow", GPU_ONLY, todo="12.7", names=("A_ROWS",)),
+    # a piece that begins mid-tile adds the previous unit's accumulator
     Variant("hopper-12-accumulate-from-the-tile-start", "hopper", 12,
             r"\(k - work\.k_begin\) \* \(BLK_K // MMA_K\) \+ kk != 0", "k * (BLK_K // MMA_K) + kk != 0",
             "wrong", GPU_ONLY, todo="12.11", names=("accumulate",)),
