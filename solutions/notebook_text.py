@@ -348,15 +348,21 @@ in about 56 bytes a cycle per SM, and a multicast saves reads from the L2, not b
 
 Below 64 tokens (decode) even a 64-row box of A is mostly rows past the matrix, and TMA fills each of
 them with zeros, at about 2.8 cycles a row and K tile (H200): at 1x4096x14336 those rows, not the
-weights, set the time (0.65x cuBLAS; the same plan ran 1.06x at 64 tokens). So the box of A is `A_ROWS
-= min(BLK_M, M)` rows: the stage keeps its 64 rows for the wgmma, and the stale rows past the box reach
-only accumulator rows past M, which the TMA store clips. Nine decode shapes: 0.77x -> 1.00x cuBLAS."""
+weights, set the time (0.65x cuBLAS; the same plan ran 1.06x at 64 tokens). The same holds for the last
+row of tiles of any ragged M and the last column of a ragged N: 136x4096x14336 took twice the time of
+256x4096x14336 with the same tiles. So no box reaches past the matrix: the box that holds A's last row is
+`A_TAIL = M % BLK_M` rows tall (B's, `B_TAIL`), a second copy with its own descriptor (TODO 12.10); the
+stage keeps its rows for the wgmma, and the stale rows past the box reach only accumulator rows past M or
+columns past N, which the TMA store clips. One thing must stay: in a pair, a CTA whose half of B lies
+wholly past N still loads some rows of B, or its peer's stage no longer waits on its producer and the
+peer may lap it. Nine decode shapes: 0.77x -> 1.00x cuBLAS; 136x4096x14336 0.42x -> 0.95x,
+200x4096x14336 0.58x -> 0.95x (H200)."""
 
 _STEP_12_CODE = """\
 Host code at module level: the `Decomposition` dataclass, `plan_decomposition` and `stream_k`, and
 `WorkUnits` (a cluster's walk: init, next, valid, first_unit). In the kernel: the plan's width and
 cluster size, two more parameters (`partials`, `locks`), the unit loop in place of the tile loop (the
-producer and the consumers walk the same units), A's box of `A_ROWS` rows, the MMA at the plan's width,
+producer and the consumers walk the same units), boxes cut at the matrix's edges, the MMA at the plan's width,
 and at the end of a unit either the partial store and release or the wait and the adds before step 11's
 writeback."""
 

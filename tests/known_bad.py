@@ -544,23 +544,23 @@ VARIANTS: tuple[Variant, ...] = (
     # grade's static shape, which is data-parallel (the simulated fixup: the block at the end)
     Variant("hopper-12-count-without-a-fence", "hopper", 12,
             r"\n\s+T\.cuda\.thread_fence\(\)[^\n]*", "",
-            "race", features.FIXUP_RELEASE.name, todo="12.12", names=("lock's count", "thread_fence"), trap=True),
+            "race", features.FIXUP_RELEASE.name, todo="12.13", names=("lock's count", "thread_fence"), trap=True),
     Variant("hopper-12-count-before-the-barrier", "hopper", 12,
             r"(partials\[cluster, rank, consumer, i, thread\] = acc\[i\]\n)( +)T\.cuda\.warpgroup_sync\(EPILOGUE_BAR "
             r"\+ consumer\)\n(\s+if warp_id == 0:\n\s+if lane_id == 0:\n\s+T\.cuda\.thread_fence\(\)[^\n]*\n"
             r"\s+T\.evaluate\(T\.cuda\.atomic_add[^\n]*\n)",
             r"\1\3\2T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)\n",
-            "race", features.FIXUP_RELEASE.name, todo="12.12", names=("lock's count", "named barrier"), trap=True),
+            "race", features.FIXUP_RELEASE.name, todo="12.13", names=("lock's count", "named barrier"), trap=True),
     Variant("hopper-12-spin-on-a-plain-load", "hopper", 12,
             r"T\.ptx\.ld\.acquire\.gpu\.global_\.b32\(seen\[0\], locks\.ptr_to\(\[lock_index\]\)\)",
             "seen[0] = locks[lock_index]",
-            "hang", features.FIXUP_ACQUIRE.name, todo="12.13", names=("ld.acquire",)),
+            "hang", features.FIXUP_ACQUIRE.name, todo="12.14", names=("ld.acquire",)),
     Variant("hopper-12-partials-read-before-the-barrier", "hopper", 12,
             r"(locks\[lock_index\] = 0[^\n]*\n)\s+T\.cuda\.warpgroup_sync\(EPILOGUE_BAR \+ consumer\)\n", r"\1",
-            "race", features.FIXUP_ACQUIRE.name, todo="12.13", names=("barrier before the partial sums",)),
+            "race", features.FIXUP_ACQUIRE.name, todo="12.14", names=("barrier before the partial sums",)),
     Variant("hopper-12-lock-left-counted", "hopper", 12,
             r"\n\s+locks\[lock_index\] = 0[^\n]*", "",
-            "hang", features.LOCKS_RESET.name, todo="12.13", names=("lock", "back at 0")),
+            "hang", features.LOCKS_RESET.name, todo="12.14", names=("lock", "back at 0")),
 )
 
 # Mistakes of step 12 that no CPU check catches: each builds and passes the CPU grade at every correctness shape
@@ -585,14 +585,15 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-12-one-partial-slot", "hopper", 12,
             r"PARTIALS = \(max\(plan\.sk_units, 1\),", "PARTIALS = (1,",
             "fault", GPU_ONLY, todo="12.8", names=("partials",)),
-    # A's box as tall as the CTA tile: at a decode batch (the timing shape 1x4096x14336) TMA fills 63 of its 64 rows
-    # with zeros every K tile (H200: 0.65-0.69x cuBLAS, the reference 1.02x)
-    Variant("hopper-12-a-box-of-blk-m-rows", "hopper", 12, r"A_ROWS = min\(BLK_M, M\)", "A_ROWS = BLK_M",
-            "slow", GPU_ONLY, todo="12.7", names=("A_ROWS",)),
+    # the box of A's last rows cut only where one tile holds all of M: at 200x4096x14336 (a timing shape) the last
+    # row of 128-row tiles holds 72, and TMA fills the other 56 rows of its box with zeros every K tile (H200: 0.57x
+    # cuBLAS, the reference 0.96x); right at 1x4096x14336
+    Variant("hopper-12-a-tail-min-of-blk-m-and-m", "hopper", 12, r"A_TAIL = M % BLK_M or BLK_M",
+            "A_TAIL = min(BLK_M, M)", "slow", GPU_ONLY, todo="12.7", names=("A_TAIL",)),
     # a piece that begins mid-tile adds the previous unit's accumulator
     Variant("hopper-12-accumulate-from-the-tile-start", "hopper", 12,
             r"\(k - work\.k_begin\) \* \(BLK_K // MMA_K\) \+ kk != 0", "k * (BLK_K // MMA_K) + kk != 0",
-            "wrong", GPU_ONLY, todo="12.11", names=("accumulate",)),
+            "wrong", GPU_ONLY, todo="12.12", names=("accumulate",)),
 )
 
 # ---- Hopper step 12: the fixup through global memory ----
@@ -605,7 +606,7 @@ VARIANTS += (
     # the partial range stores its sums and never adds its count: the final range spins for ever
     Variant("hopper-12-fixup-no-release", "hopper", 12,
             r"\n\s+T\.evaluate\(T\.cuda\.atomic_add\(locks\.ptr_to\(\[lock_index\]\), work\.k_end - work\.k_begin\)\)",
-            "", "hang", SIMULATED, todo="12.12", names=("locks[", "a release that never came"), shape=_FIXUP_SHAPE),
+            "", "hang", SIMULATED, todo="12.13", names=("locks[", "a release that never came"), shape=_FIXUP_SHAPE),
     # clusters numbered from the last CTA: a tile's final range waits on CTAs with higher indices
     Variant("hopper-12-fixup-waits-on-a-later-cta", "hopper", 12,
             r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var((sm_count - 1 - bx) // CLUSTER)",
@@ -614,11 +615,11 @@ VARIANTS += (
     Variant("hopper-12-lock-shared-by-the-consumers", "hopper", 12,
             r"lock_index = T\.meta_var\(\(work\.tile \* CLUSTER \+ rank\) \* NUM_CONSUMERS \+ consumer\)",
             "lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS)",
-            "hang", SIMULATED, todo="12.10", names=("lock",), shape=_FIXUP_SHAPE),
+            "hang", SIMULATED, todo="12.11", names=("lock",), shape=_FIXUP_SHAPE),
     # a count of the whole tile: the final piece's own K tiles are never in the lock, so the wait is never served
     Variant("hopper-12-wait-for-the-whole-tile", "hopper", 12,
             r"while seen\[0\] != work\.k_begin:", "while seen[0] != K_TILES:",
-            "hang", SIMULATED, todo="12.13", names=("lock", "never"), shape=_FIXUP_SHAPE),
+            "hang", SIMULATED, todo="12.14", names=("lock", "never"), shape=_FIXUP_SHAPE),
 )
 
 # Step 12's mistakes in which work goes where, seen over the whole grid that the protocol checker runs for a step that
@@ -662,21 +663,32 @@ VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
     Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
             r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
             "wrong", SIMULATED, todo="12.7", names=("reaches outside B", "origin is off"), shape=(131, 520, 192)),
+    # a B half wholly past N loads nothing (its bytes left out of the count too). Its CTA's peer then fills its stage
+    # from its own producer alone and may lap it: at 257x264x4104 (64-row pairs 48 wide) a consumer of CTA 0 arrives
+    # twice in one phase of CTA 1's mma2tma
+    Variant("hopper-12-b-half-past-n-not-loaded", "hopper", 12,
+            r"(?s)past=B_TAIL\)(.*?)else:(\n\s+# the half that holds B's last row)", r"past=0)\1elif b_st < N:\2",
+            "wrong", SIMULATED, todo="12.10", names=("mma2tma", "a second time"), shape=_FIXUP_SHAPE),
+    # the stage's bytes counted as whole boxes where the copies are cut: at 7x264x72 the box of A holds 7 rows, and
+    # the barrier waits for 64 that never come
+    Variant("hopper-12-bytes-of-whole-boxes", "hopper", 12,
+            r"box_rows\(m_st, BLK_M, A_TAIL, M\)", "BLK_M",
+            "hang", SIMULATED, todo="12.10", names=("tma2mma", "expect_tx"), shape=(7, 264, 72)),
     # a 64-row tile's two consumers on the same columns: both multiply the same operands (7x264x72: 64-row tiles)
     Variant("hopper-12-consumers-on-the-same-columns", "hopper", 12,
             r"col_0 = T\.meta_var\(consumer \* \(BLK_N - CONSUMER_N\)\)", "col_0 = T.meta_var(0)",
-            "wrong", SIMULATED, todo="12.10", names=("same operands", "B descriptor"), shape=_ONE_WAVE_SHAPE),
+            "wrong", SIMULATED, todo="12.11", names=("same operands", "B descriptor"), shape=_ONE_WAVE_SHAPE),
     # the columns past the last multiple of 64 never stored: at 4093x2056x560 (176-wide tiles) columns 128-175 of
     # each (where all of a consumer's columns are such, the unused accumulator lets the compiler drop the wgmma)
     Variant("hopper-12-last-columns-left-out", "hopper", 12,
             r"\n +if REST_N > 0:\n(?: {20}[^\n]*\n)+", "\n",
-            "wrong", SIMULATED, todo="12.14", names=("no CTA of the grid stores",), shape=(4093, 2056, 560)),
+            "wrong", SIMULATED, todo="12.15", names=("no CTA of the grid stores",), shape=(4093, 2056, 560)),
     # the last columns staged in Dsmem: an 8-column slice of the 128B-swizzled tile is not contiguous, which a TMA
-    # box needs (the skeleton's trap of TODO 12.14)
+    # box needs (the skeleton's trap of TODO 12.15)
     Variant("hopper-12-last-columns-through-the-swizzled-tile", "hopper", 12,
             r"Rsmem\[consumer, (acc_row\(0, warp_id, lane_id, i\)[^\n]*\n(?:.*\n)*?.*)Rsmem\[consumer, :, part \* 8",
             r"Dsmem[consumer, \1Dsmem[consumer, :, part * 8",
-            "build", BUILD, todo="12.14", names=("sliced shared layout",), trap=True, shape=_ONE_WAVE_SHAPE),
+            "build", BUILD, todo="12.15", names=("sliced shared layout",), trap=True, shape=_ONE_WAVE_SHAPE),
     # the staging tiles lie over the ring where a cluster has more than one tile: the producer's loads of the next
     # tile land in the stages that the writeback stages D in (2048x4096x256: 128 cluster tiles for 66 clusters, and
     # as many K tiles as stages: the next tile's first loads wrap onto the staging tiles). GPU outcome expected, not
@@ -690,14 +702,14 @@ VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
     # last wgmma close together, so a GPU run may come out right; not yet run on one (2026-11-27)
     Variant("hopper-12-staging-before-the-other-consumer", "hopper", 12,
             r"\n +T\.ptx\.bar\.sync\(EPILOGUE_BAR \+ NUM_CONSUMERS, NUM_CONSUMERS \* 128\)", "\n                    pass",
-            "race", SIMULATED, todo="12.14", names=("Dsmem", "lies over", "wgmma group"), trap=True,
+            "race", SIMULATED, todo="12.15", names=("Dsmem", "lies over", "wgmma group"), trap=True,
             shape=(256, 4096, 64)),
     # the consumers' shared barrier counting one consumer's threads: it completes with either group alone (the race
     # above, where the other consumer is late)
     Variant("hopper-12-staging-barrier-of-one-consumer", "hopper", 12,
             r"T\.ptx\.bar\.sync\(EPILOGUE_BAR \+ NUM_CONSUMERS, NUM_CONSUMERS \* 128\)",
             "T.ptx.bar.sync(EPILOGUE_BAR + NUM_CONSUMERS, 128)",
-            "race", SIMULATED, todo="12.14", names=("named barrier 3", "threads of all of them (256)"),
+            "race", SIMULATED, todo="12.15", names=("named barrier 3", "threads of all of them (256)"),
             shape=(256, 4096, 64)),
     # the CTA's index taken for its cluster's: the two CTAs of a pair (only stream-K plans run in pairs) walk different
     # ranges, and a final range waits on a partial sum no cluster leaves
@@ -715,19 +727,23 @@ VARIANTS += (
     Variant("blackwell-12-spin-on-a-plain-load", "blackwell", 12,
             r"T\.ptx\.ld\.acquire\.gpu\.global_\.b32\(seen\[0\], locks\.ptr_to\(\[lock_index\]\)\)",
             "seen[0] = locks[lock_index]",
-            "hang", features.FIXUP_ACQUIRE.name, todo="12.12", names=("ld.acquire",)),
+            "hang", features.FIXUP_ACQUIRE.name, todo="12.13", names=("ld.acquire",)),
     # the partial range stores its sums and never adds its count: the final range spins for ever
     Variant("blackwell-12-fixup-no-release", "blackwell", 12,
             r"\n\s+T\.evaluate\(T\.cuda\.atomic_add\(locks\.ptr_to\(\[lock_index\]\), work\.k_end - work\.k_begin\)\)",
-            "", "hang", SIMULATED, todo="12.13", names=("locks[", "a release that never came"), shape=_FIXUP_SHAPE),
+            "", "hang", SIMULATED, todo="12.14", names=("locks[", "a release that never came"), shape=_FIXUP_SHAPE),
     # clusters numbered from the last CTA: a tile's final range waits on CTAs with higher indices
     Variant("blackwell-12-fixup-waits-on-a-later-cta", "blackwell", 12,
             r"cluster = T\.meta_var\(bx // CTA_GROUP\)", "cluster = T.meta_var((sm_count - 1 - bx) // CTA_GROUP)",
             "race", SIMULATED, todo="12.9", names=("locks[", "comes after", "lower indices"), shape=_FIXUP_SHAPE),
     # the wait's barrier left out: the writeback's other threads read the partial sums before the acquire (the
     # static order check passes: the partial range's own barrier stands between the wait and the loads in the code);
-    # the skeleton's TODO 12.12 names it as its trap
+    # the skeleton's TODO 12.13 names it as its trap
     Variant("blackwell-12-partials-read-before-the-barrier", "blackwell", 12,
             r"(locks\[lock_index\] = 0[^\n]*\n)\s+T\.cuda\.warpgroup_sync\(WB_BARRIER \+ wg_id\)\n", r"\1",
-            "race", SIMULATED, todo="12.12", names=("partials",), trap=True, shape=_FIXUP_SHAPE),
+            "race", SIMULATED, todo="12.13", names=("partials",), trap=True, shape=_FIXUP_SHAPE),
+    # the pair's bytes counted as whole boxes where the copies are cut: at 7x264x72 the first box of A holds 7 rows
+    Variant("blackwell-12-bytes-of-whole-boxes", "blackwell", 12,
+            r"box_rows\(m_st, BLK_M, A_TAIL, M, NUM_CONSUMER \* CTA_GROUP\)", "NUM_CONSUMER * CTA_GROUP * BLK_M",
+            "hang", SIMULATED, todo="12.10", names=("tma2mma", "expect_tx"), shape=(7, 264, 72)),
 ) + _work_placement_variants("blackwell", "CTA_ROWS", "D[0:7, 256:264]")

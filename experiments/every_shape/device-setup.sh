@@ -16,7 +16,7 @@ on() {  # gpu seconds name command...
 sweep_shards() {  # sweep.py's random shapes (COUNT, SEED) in SHARDS processes building at once, on GPU 0
   local shards=${SHARDS:-12} i
   for i in $(seq 0 $((shards - 1))); do
-    on 0 ${SWEEP_LIMIT:-240} sweep-$i python3 experiments/every_shape/sweep.py --count ${COUNT:-180} \
+    on 0 ${SWEEP_LIMIT:-240} sweep-$i python3 experiments/every_shape/sweep.py --count ${COUNT:-180} --impl ${IMPL:-solutions} \
         --seed ${SEED:-20261129} --shard $i/$shards --json $R/sweep-$i.json &
   done
   wait

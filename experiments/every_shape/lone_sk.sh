@@ -7,4 +7,4 @@ on 0 ${LIMIT:-300} lone-sk python3 experiments/every_shape/check_and_time.py --s
     --plans-impl solutions,experiments/every_shape/lone_sk/lone --shapes ${SHAPES:?} --json $R/lone-sk.json
 cat $R/wall.txt
 grep -hE "cublas|False" $R/lone-sk.log
-tar czf $OUT/results.tgz -C $R .
+[ -n "${NO_TAR:-}" ] || tar czf $OUT/results.tgz -C $R .

@@ -6,11 +6,12 @@ from pathlib import Path
 SOLUTION = Path(__file__).resolve().parents[2] / "solutions" / "hopper" / "step12_stream_k.py"
 
 
-def write_variant(folder: Path, edits: list[tuple[str, str]]) -> None:
+def write_variant(folder: Path, edits: list[tuple[str, str]], everywhere: bool = False) -> None:
+    """Each edit's old text must be in the solution once, or with `everywhere` at least once (every place edited)."""
     text = SOLUTION.read_text()
     for old, new in edits:
-        if text.count(old) != 1:
-            raise SystemExit(f"{folder.name}: the solution no longer has:\n{old}")
+        if text.count(old) != 1 and not (everywhere and old in text):
+            raise SystemExit(f"{folder.name}: the solution no longer has{'' if everywhere else ' once'}:\n{old}")
         text = text.replace(old, new)
     out = folder / "hopper" / SOLUTION.name
     out.parent.mkdir(parents=True, exist_ok=True)

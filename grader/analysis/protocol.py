@@ -1440,9 +1440,12 @@ class Machine:
         """Every TMA box lies in its matrix, and no tile of the output is stored twice."""
         spans = ", ".join(f"{c}:{c + b}" for c, b in zip(corner, box))
         what = f"TMA {'store to' if store else 'load from'} {name}[{spans}]"
-        if self.kernel.ragged:  # a corner inside the cluster tiles that cover the matrix; K tiles start inside K
+        if self.kernel.ragged:
+            # a corner in a tile that starts inside the matrix: less than a cluster tile past its last row or column
+            # (a tile's width need not divide 256: step 12's 96-wide tiles at N = 200 end at 288); K tiles start
+            # inside K
             tiles = RAGGED_CLUSTER_TILE.get(name, (RAGGED_CLUSTER_ROWS,) * len(shape))
-            limits = [-(-extent // tile) * tile for extent, tile in zip(shape, tiles)]
+            limits = [extent + tile - 1 for extent, tile in zip(shape, tiles)]
             if not store:
                 limits[-1] = shape[-1]
             outside = [d for d, (c, limit) in enumerate(zip(corner, limits)) if c < 0 or c >= limit]
@@ -2105,7 +2108,9 @@ def _deadlock_lines(machine: Machine, stuck: list[Agent]) -> list[str]:
     groups: dict[tuple, list[Agent]] = {}
     for agent in stuck:
         groups.setdefault(agent.block.what, []).append(agent)
-    ordered = sorted(groups.items(), key=lambda item: item[0][0] != "mbarrier")
+    # mbarriers first, and among them one whose arrivals all came but not its bytes: what waits on the others is
+    # downstream of it
+    ordered = sorted(groups.items(), key=lambda item: (item[0][0] != "mbarrier", not _bytes_missing(machine, item[0])))
     lines = ["every live warp is blocked" + _first_stuck_barrier(machine, ordered[0][0])]
     for what, agents in ordered:
         where = machine.who(agents)
@@ -2134,13 +2139,24 @@ def _deadlock_lines(machine: Machine, stuck: list[Agent]) -> list[str]:
     return lines
 
 
+def _bytes_missing(machine: Machine, what: tuple) -> bool:
+    """A blocked wait on an mbarrier whose arrivals all came while bytes that its expect_tx announced did not."""
+    if what[0] != "mbarrier":
+        return False
+    bar = machine.barriers[what[1]]
+    return bar.pending == 0 and bar.tx > 0
+
+
 def _first_stuck_barrier(machine: Machine, what: tuple) -> str:
     """', first on tma_bar[1] (phase 0), which nothing has ever arrived on' for the deadlock's first line."""
     if what[0] != "mbarrier":
         return ""
     bar = machine.barriers[what[1]]
     never = bar.completed == 0 and bar.pending == bar.init_count and not bar.expected_bytes and not bar.sources
-    return f", first on {bar.label} (phase {what[2]})" + (", which nothing has ever arrived on" if never else "")
+    return f", first on {bar.label} (phase {what[2]})" + (
+        ", which nothing has ever arrived on" if never else
+        ", whose arrivals all came but not all the bytes its expect_tx announced" if _bytes_missing(machine, what)
+        else "")
 
 
 def _why(machine: Machine, key, bar: MBarrier, waiter: Agent) -> str:

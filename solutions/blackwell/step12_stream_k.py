@@ -196,6 +196,13 @@ class WorkUnits:
 
 
 
+def box_rows(first, rows, tail, extent, boxes=1, past=0):
+    """The rows TMA loads for `boxes` boxes of `rows` rows side by side from row `first` of a matrix `extent` rows
+    tall: all of a box inside it, `tail` of the box that holds its last row, `past` of a box wholly past it."""
+    return sum(T.Select(first + (i + 1) * rows <= extent, rows, T.Select(first + i * rows < extent, tail, past))
+               for i in range(boxes))
+
+
 def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     """D = A @ B^T for any M >= 1 and N, K multiples of 8 (fp16 in, fp32 in TMEM, fp16 out), with the
     work dealt so that every SM has some.
@@ -209,8 +216,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
     WorkUnits, which the TMA thread, both MMA threads and both writeback warpgroups of both CTAs walk
     alike (the same units, the same K tiles: every ring sees the same number of uses on both sides).
-        TMA producer (each CTA): for k in k_begin..k_end: step 11's loads of K tile k, each box of A min(BLK_M, M)
-        rows tall (at a decode batch, no rows past the matrix for TMA to fill with zeros).
+        TMA producer (each CTA): for k in k_begin..k_end: step 11's loads of K tile k, but no box reaches past the
+        matrix (no rows for TMA to fill with zeros): the box that holds A's last row is A_TAIL rows tall, B's
+        B_TAIL; a box of A wholly past M is not loaded, a box of B wholly past N loads B's last B_TAIL rows (so
+        that CTA 0's barrier still waits on both producers); CTA 0's arrive expects the bytes of the pair's boxes.
         MMA issuers (CTA 0): step 11's loop over k_begin..k_end, the unit's first K tile overwriting
             the accumulator in TMEM (accum=False); then the multicast commit onto mma2ld[j].
         Writeback j (each CTA): step 11's TMEM --> registers in 4 chunks of 64 columns, the
@@ -293,10 +302,12 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     plan = plan or plan_decomposition(M, N, K, sm_count)
     assert (plan.cluster, plan.tile_n) == (2, 256), "Blackwell's cluster tile is the pair's 512x256"
     K_TILES = plan.k_tiles
-    # A's boxes are no taller than A: at decode batches TMA would fill rows past it with zeros (on an H200 about 2.8
-    # cycles a row and K tile, which set the time there; unmeasured on a B200); the stages' rows past the box keep
-    # stale data, read only into rows past M
-    A_ROWS = min(BLK_M, M)
+    # No box reaches past the matrix: TMA would fill its rows past A or B with zeros (on an H200 about 2.8 cycles a
+    # row and K tile, which set the time at decode batches and ragged edges; unmeasured on a B200). The box that
+    # holds A's last row is A_TAIL rows tall, the one that holds B's last row B_TAIL; the stages' rows past a box
+    # hold stale data, read only into rows past M or columns past N, which the TMA store clips.
+    A_TAIL = M % BLK_M or BLK_M
+    B_TAIL = N % BLK_N or BLK_N
     # <<< TODO 12.7
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 3
@@ -306,7 +317,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     MMA_M, MMA_N = BLK_M * CTA_GROUP, BLK_N * CTA_GROUP  # one MMA for the pair: 256 x 256
     NUM_CONSUMER = 2  # MMA threads, accumulators and writeback warpgroups
     TILE_BYTES_ALL = (NUM_CONSUMER * BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one CTA's stage of the ring
-    TMA_BYTES = (NUM_CONSUMER * A_ROWS * BLK_K + BLK_N * BLK_K) * 2  # what one CTA's loads deliver per K tile
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
     EPILOGUE_SMEM = NUM_CONSUMER * BLK_M * EPI_N * 2 + 1024  # two Dsmem tiles, and the barriers
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES_ALL  # the most whole stages that fit
@@ -390,16 +400,32 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                         for k in T.serial(work.k_begin, work.k_end):
                             s = T.meta_var(tma_state.stage)
                             mma2tma.wait(s, tma_state.phase)
-                            if cbx == 0:
-                                tma2mma.arrive(s, TMA_BYTES * CTA_GROUP)
+                            # >>> TODO 12.10: a K tile's boxes, cut at the matrix's edges
+                            if cbx == 0:  # what lands for the pair: the rows of its four boxes of A and two of B
+                                tma2mma.arrive(s, (box_rows(m_st, BLK_M, A_TAIL, M, NUM_CONSUMER * CTA_GROUP)
+                                                   + box_rows(n_st, BLK_N, B_TAIL, N, CTA_GROUP, past=B_TAIL))
+                                               * BLK_K * 2)
                             bar_cta0 = T.meta_var(tma2mma_cta0.ptr_to([s]))
                             for j in T.unroll(NUM_CONSUMER):
                                 a_st = T.meta_var(m_st + j * CTA_GROUP * BLK_M)
-                                Tx.copy_async(Asmem[s, j, 0:A_ROWS, :],
-                                              A[a_st:a_st + A_ROWS, k * BLK_K:(k + 1) * BLK_K],
+                                if a_st + BLK_M <= M:
+                                    Tx.copy_async(Asmem[s, j, :, :], A[a_st:a_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                                                  dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)
+                                elif a_st < M:
+                                    Tx.copy_async(Asmem[s, j, 0:A_TAIL, :],
+                                                  A[a_st:a_st + A_TAIL, k * BLK_K:(k + 1) * BLK_K],
+                                                  dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)
+                            if n_st + BLK_N <= N:
+                                Tx.copy_async(Bsmem[s, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
                                               dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)
-                            Tx.copy_async(Bsmem[s, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
-                                          dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)
+                            else:
+                                # the box that holds B's last row; a box wholly past N loads B's last rows too (into
+                                # columns past N): CTA 0's barrier then waits on both producers, as in step 11
+                                tail_st = T.meta_var(T.Select(n_st < N, n_st, N - B_TAIL))
+                                Tx.copy_async(Bsmem[s, 0:B_TAIL, :],
+                                              B[tail_st:tail_st + B_TAIL, k * BLK_K:(k + 1) * BLK_K],
+                                              dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)
+                            # <<< TODO 12.10
                             tma_state.advance()
                         work.next(cluster)
 
@@ -418,11 +444,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                 s = T.meta_var(mma_state.stage)
                                 tma2mma.wait(s, mma_state.phase)
                                 T.ptx.tcgen05.fence__after_thread_sync()
-                                # >>> TODO 12.10: a K tile of a unit
+                                # >>> TODO 12.11: a K tile of a unit
                                 Tx.gemm_async(tmem[:, warp_id * MMA_N:(warp_id + 1) * MMA_N], Asmem[s, warp_id, :, :],
                                               Bsmem[s, :, :],
                                               accum=(k != work.k_begin), dispatch="tcgen05", cta_group=CTA_GROUP)
-                                # <<< TODO 12.10
+                                # <<< TODO 12.11
                                 mma2tma.arrive(s, cta_group=CTA_GROUP, cta_mask=3)  # both CTAs' stage s
                                 mma_state.advance()
                             mma2ld.arrive(warp_id, cta_group=CTA_GROUP, cta_mask=3)  # both CTAs' accumulators
@@ -434,13 +460,13 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             Dreg = T.alloc_local((EPI_N,), acc_type)
             Dreg_f16 = T.alloc_local((EPI_N,), d_type)
             Dreg_wg = Dreg.view(128, EPI_N, layout=TileLayout(S[(128, EPI_N) : (1@axis_tid_in_wg, 1)]))
-            # >>> TODO 12.11: this writeback's lock, and its thread's place in a partial sum
+            # >>> TODO 12.12: this writeback's lock, and its thread's place in a partial sum
             thread = T.meta_var(warp_id * 32 + lane_id)
             lock_index = T.meta_var((work.tile * CTA_GROUP + cbx) * NUM_CONSUMER + wg_id)
             seen = T.alloc_local((1,), "int32")
-            # <<< TODO 12.11
+            # <<< TODO 12.12
             while work.valid():
-                # >>> TODO 12.12: the final range: wait for the partial sums (while this unit's MMAs run)
+                # >>> TODO 12.13: the final range: wait for the partial sums (while this unit's MMAs run)
                 if work.k_end == K_TILES:
                     if work.k_begin > 0:
                         # ---- the tile's final split: wait for K tiles 0..k_begin ----
@@ -451,11 +477,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                     T.ptx.ld.acquire.gpu.global_.b32(seen[0], locks.ptr_to([lock_index]))
                                 locks[lock_index] = 0  # no one else touches it again: zero for the next launch
                         T.cuda.warpgroup_sync(WB_BARRIER + wg_id)
-                # <<< TODO 12.12
+                # <<< TODO 12.13
                 mma2ld.wait(wg_id, wb_state.phase)
                 wb_state.advance()
                 T.ptx.tcgen05.fence__after_thread_sync()
-                # >>> TODO 12.13: leave a partial sum for the tile's final range
+                # >>> TODO 12.14: leave a partial sum for the tile's final range
                 if work.k_end < K_TILES:
                     # ---- not the tile's last K tiles: TMEM --> registers --> partials, no store to D ----
                     for c in T.unroll(MMA_N // EPI_N):
@@ -474,7 +500,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             T.evaluate(T.cuda.atomic_add(locks.ptr_to([lock_index]), work.k_end - work.k_begin))
                     work.next(cluster)
                     continue
-                # <<< TODO 12.13
+                # <<< TODO 12.14
                 for c in T.unroll(MMA_N // EPI_N):
                     col = T.meta_var(wg_id * MMA_N + c * EPI_N)
                     Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, col:col + EPI_N])
@@ -483,12 +509,12 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                         # all TMEM reads of this tile are done: CTA 0's MMA may overwrite it
                         T.ptx.tcgen05.fence__before_thread_sync()
                         ld2mma.arrive(wg_id, remote=0)
-                    # >>> TODO 12.14: the final range: add the partial sums, in K order
+                    # >>> TODO 12.15: the final range: add the partial sums, in K order
                     if work.k_begin > 0:
                         for unit in range(work.first_unit(), cluster):
                             for i in T.unroll(EPI_N):
                                 Dreg[i] = Dreg[i] + partials[unit, cbx, wg_id, c * EPI_N + i, thread]
-                    # <<< TODO 12.14
+                    # <<< TODO 12.15
                     Tx.cast(Dreg_f16[:], Dreg[:])
                     # the previous TMA store must have finished reading Dsmem
                     if warp_id == 0:

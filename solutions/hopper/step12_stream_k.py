@@ -65,7 +65,7 @@ def fixup_cost(rows: int, width: int) -> float:
 
 
 # A tile's writeback goes in rounds of registers -> staging -> TMA store, each waiting for the one before it to have
-# left shared memory (TODO 12.14). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
+# left shared memory (TODO 12.15). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
 # (docs/measurements.md); widths of 176, 208 and 224 columns, three or four rounds, ran 2-3% slower per column than
 # 256 at 8192 rows, where the iterations cost the same.
 WRITEBACK_ROUND_COST = 2.1
@@ -83,7 +83,7 @@ DRAM_BYTES_PER_UNIT = 440e3
 # >>> TODO 12.1: a plan: what the host decides for one shape
 def writeback_cost(rows: int, width: int) -> float:
     """A tile's writeback: 128-column rounds where a consumer's columns are a multiple of 128, else 64-column
-    ones and one more for the rest (TODO 12.14)."""
+    ones and one more for the rest (TODO 12.15)."""
     columns = width if rows == 128 else width // 2  # a consumer's
     rounds = columns // 128 if columns % 128 == 0 else columns // 64 + (columns % 64 > 0)
     return WRITEBACK_ROUND_COST * rounds
@@ -297,6 +297,13 @@ class WorkUnits:
     # <<< TODO 12.6
 
 
+def box_rows(first, rows, tail, extent, boxes=1, past=0):
+    """The rows TMA loads for `boxes` boxes of `rows` rows side by side from row `first` of a matrix `extent` rows
+    tall: all of a box inside it, `tail` of the box that holds its last row, `past` of a box wholly past it."""
+    return sum(T.Select(first + (i + 1) * rows <= extent, rows, T.Select(first + i * rows < extent, tail, past))
+               for i in range(boxes))
+
+
 def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     """D = A @ B^T for any M >= 1 and N, K multiples of 8, with the work dealt so that every SM has some.
 
@@ -310,8 +317,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
     WorkUnits, which the producer and both consumers walk alike (the same units, the same K tiles:
     the rings see the same number of uses on both sides).
-        producer: for k in k_begin..k_end: step 11's loads of K tile k, A's box min(BLK_M, M) rows tall (where a
-        tile holds all of M, no rows past the matrix for TMA to fill with zeros).
+        producer: for k in k_begin..k_end: step 11's loads of K tile k, but no box reaches past the matrix (no
+        rows for TMA to fill with zeros): the box that holds A's last row is A_TAIL rows tall, B's B_TAIL; a CTA
+        wholly past M loads no A, a B half wholly past N loads B's last B_TAIL rows (so that each CTA's stage still
+        waits on both producers); the stage's barrier expects the bytes of the boxes loaded.
         consumer c: step 11's wgmma loop over k_begin..k_end on its part of the CTA tile (rows 64c..64c+63
         of a 128-row tile; columns c x tile_n / 2 onwards of a 64-row one, whose consumers share its A),
         the first K tile of the unit overwriting the accumulator; then one of three endings:
@@ -367,9 +376,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     (17 MB) are stored and read back. At 4096^3 the writeback is what is left (experiments/every_shape/README.md:
     a writeback that costs nothing would give 1.040x). Where K % 16 != 0, rows of A and B off 32-byte boundaries
     slow a lone CTA's loads and the host takes pairs (H200, ten such shapes: 0.772x -> 0.882x cuBLAS in geometric
-    mean, 3000x3000x1000 0.761x -> 0.976x). At decode batches (M < 64) TMA's zero-filled rows of A had set the time
-    (about 2.8 cycles a row and K tile): with A's box no taller than A, 1x4096x14336 0.68x -> 1.02x, 1x4096x4096
-    0.80x -> 1.06x, 8x8192x8192 0.97x -> 1.10x (H200, experiments/every_shape/README.md, "Decode batches").
+    mean, 3000x3000x1000 0.761x -> 0.976x). At decode batches (M < 64) and ragged edges TMA's zero-filled rows had
+    set the time (about 2.8 cycles a row and K tile): with boxes that end at the matrix, 1x4096x14336 0.68x -> 1.02x,
+    8x8192x8192 0.97x -> 1.10x, 136x4096x14336 0.41x -> 0.92x, 200x4096x14336 0.57x -> 0.96x, 776x5000x2040 0.63x
+    -> 0.84x (H200, experiments/every_shape/README.md, "Decode batches" and "Ragged edges").
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -386,10 +396,13 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     # starts: D is staged over the ring's first stages, and the staging tiles' shared memory goes to more stages
     # (the weights stream faster with more in flight: 256x4608x3584 0.879x -> 0.943x cuBLAS on the H100)
     STAGING_IN_RING = plan.sk_units == 0 and plan.tiles <= plan.clusters
-    # A's box is no taller than A: where a tile holds all of M (decode batches) TMA would fill the rows past it with
-    # zeros, at about 2.8 cycles a row and K tile, and those rows, not the weights, would set the time (1x4096x14336:
-    # 0.68x -> 1.02x cuBLAS, H200). The stage's rows past the box keep stale data, read only into rows past M.
-    A_ROWS = min(BLK_M, M)
+    # No box reaches past the matrix: TMA would fill its rows past A or B with zeros, at about 2.8 cycles a row and K
+    # tile, and at a ragged edge those rows, not the loads, would set the time (H200: 1x4096x14336 0.68x -> 1.02x
+    # cuBLAS, 136x4096x14336 0.41x -> 0.92x). The box that holds A's last row is A_TAIL rows tall, the one that holds
+    # B's last row B_TAIL; the stage's rows past a box hold stale data, read only into rows past M or columns past N,
+    # which the TMA store clips.
+    A_TAIL = M % BLK_M or BLK_M
+    B_TAIL = N % (BLK_N // CLUSTER) or BLK_N // CLUSTER
     # <<< TODO 12.7
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -414,7 +427,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
-    TMA_BYTES = (A_ROWS * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
     ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
     # >>> TODO 12.8: the workspace and the locks
     # a partial sum per stream-K cluster (it has at most one: the start of its last tile), per CTA and
@@ -486,16 +498,36 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                     while work.valid():
                         for k in range(work.k_begin, work.k_end):
                             mma2tma.wait(produce.stage, produce.phase)
-                            tma2mma.arrive(produce.stage, TMA_BYTES)
-                            Tx.copy_async(Asmem[produce.stage, 0:A_ROWS, :],
-                                          A[m_st:m_st + A_ROWS, k * BLK_K:(k + 1) * BLK_K],
-                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
+                            # >>> TODO 12.10: a K tile's boxes, cut at the matrix's edges
+                            # what lands in this CTA: its rows of A and the rows of every B half of the cluster
+                            tma2mma.arrive(produce.stage, (box_rows(m_st, BLK_M, A_TAIL, M)
+                                                           + box_rows(n_st, B_PART, B_TAIL, N, CLUSTER, past=B_TAIL))
+                                           * BLK_K * 2)
+                            if m_st + BLK_M <= M:
+                                Tx.copy_async(Asmem[produce.stage, :, :],
+                                              A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                                              dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
+                            elif m_st < M:
+                                Tx.copy_async(Asmem[produce.stage, 0:A_TAIL, :],
+                                              A[m_st:m_st + A_TAIL, k * BLK_K:(k + 1) * BLK_K],
+                                              dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
                             # this CTA's half of the B tile, written into both CTAs' stage
-                            Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
-                                          B[n_st + rank * B_PART:n_st + (rank + 1) * B_PART,
-                                            k * BLK_K:(k + 1) * BLK_K],
-                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
-                                          cta_mask=(1 << CLUSTER) - 1)
+                            b_st = T.meta_var(n_st + rank * B_PART)
+                            if b_st + B_PART <= N:
+                                Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
+                                              B[b_st:b_st + B_PART, k * BLK_K:(k + 1) * BLK_K],
+                                              dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
+                                              cta_mask=(1 << CLUSTER) - 1)
+                            else:
+                                # the half that holds B's last row; a half wholly past N loads B's last rows too
+                                # (into columns past N): each CTA's stage then waits on both producers, and so on
+                                # both CTAs' consumers, as in step 11 (without it one CTA could lap the other)
+                                tail_st = T.meta_var(T.Select(b_st < N, b_st, N - B_TAIL))
+                                Tx.copy_async(Bsmem[produce.stage, rank * B_PART:rank * B_PART + B_TAIL, :],
+                                              B[tail_st:tail_st + B_TAIL, k * BLK_K:(k + 1) * BLK_K],
+                                              dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
+                                              cta_mask=(1 << CLUSTER) - 1)
+                            # <<< TODO 12.10
                             produce.advance()
                         work.next(cluster)
         else:
@@ -507,7 +539,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            # >>> TODO 12.10: this consumer's part of the tile, its lock, and its thread's place in a partial sum
+            # >>> TODO 12.11: this consumer's part of the tile, its lock, and its thread's place in a partial sum
             # consumer c's rows of A and columns of B: (64c, all) in a 128-row tile, (all, CONSUMER_N c) in a 64-row one
             row_0 = T.meta_var(consumer * (BLK_M - CONSUMER_ROWS))
             col_0 = T.meta_var(consumer * (BLK_N - CONSUMER_N))
@@ -516,18 +548,18 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             thread = T.meta_var(warp_id * 32 + lane_id)
             lock_index = T.meta_var((work.tile * CLUSTER + rank) * NUM_CONSUMERS + consumer)
             seen = T.alloc_local((1,), "int32")
-            # <<< TODO 12.10
+            # <<< TODO 12.11
             while work.valid():
                 for k in range(work.k_begin, work.k_end):
                     tma2mma.wait(consume.stage, consume.phase)
                     a_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_M // 128)))
-                    # >>> TODO 12.11: a K tile of a unit, at the plan's width
+                    # >>> TODO 12.12: a K tile of a unit, at the plan's width
                     b_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_N // 128)))
                     T.ptx.wgmma.fence.sync.aligned()
                     for kk in T.unroll(BLK_K // MMA_K):
                         wgmma_64xNx16(acc, desc_a[0] + a_offset, desc_b[0] + b_offset, kk,
                                       (k - work.k_begin) * (BLK_K // MMA_K) + kk != 0, CONSUMER_N)
-                    # <<< TODO 12.11
+                    # <<< TODO 12.12
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
@@ -545,7 +577,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             mma2tma.arrive(release.stage, remote=peer)
                 release.advance()
 
-                # >>> TODO 12.12: leave a partial sum for the tile's final range
+                # >>> TODO 12.13: leave a partial sum for the tile's final range
                 if work.k_end < K_TILES:
                     # ---- not the tile's last K tiles: leave the partial sum for the tile's final split ----
                     for i in T.unroll(ACC):
@@ -557,8 +589,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             T.evaluate(T.cuda.atomic_add(locks.ptr_to([lock_index]), work.k_end - work.k_begin))
                     work.next(cluster)
                     continue
-                # <<< TODO 12.12
-                # >>> TODO 12.13: the final range: wait for the partial sums, add them
+                # <<< TODO 12.13
+                # >>> TODO 12.14: the final range: wait for the partial sums, add them
                 if work.k_begin > 0:
                     # ---- the tile's final split: wait for K tiles 0..k_begin, add them in K order ----
                     if warp_id == 0:
@@ -571,9 +603,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                     for unit in range(work.first_unit(), cluster):
                         for i in T.unroll(ACC):
                             acc[i] = acc[i] + partials[unit, rank, consumer, i, thread]
-                # <<< TODO 12.13
+                # <<< TODO 12.14
 
-                # >>> TODO 12.14: the writeback at any width
+                # >>> TODO 12.15: the writeback at any width
                 if STAGING_IN_RING:
                     # the staging tiles lie over stages whose A rows (or all of A, in a 64-row tile) the other
                     # consumer's last wgmmas may still read
@@ -615,7 +647,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                 Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 8],
                                               Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
                             T.ptx.cp.async_.bulk.commit_group()
-                # <<< TODO 12.14
+                # <<< TODO 12.15
                 work.next(cluster)
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away

@@ -8,9 +8,9 @@ into ranges whose partial sums clusters add up through an fp32 workspace in glob
 cluster tile stays step 11's: a CTA pair, one cta_group::2 MMA per consumer, 512x256 (Hopper's step
 12 also chooses narrower tiles and lone CTAs; here there is nothing else to choose).
 
-The kernel is step 11's solution (its loads of A sized by A_ROWS, TODO 12.7); the TODOs are the host's choice
-(12.1-12.3), a cluster's walk over its units (12.4-12.6) and the places in the kernel where a unit, not a
-tile, matters (12.7-12.14).
+The kernel is step 11's solution; the TODOs are the host's choice (12.1-12.3), a cluster's walk over its units
+(12.4-12.6) and the places in the kernel where a unit, not a tile, matters, or a ragged edge costs time
+(12.7-12.15).
 `make grade STEP=12` runs it at shapes where it deals whole tiles and where it must share them
 (257x264x4104: 2 tiles of 65 K tiles for 74 clusters).
 """
@@ -70,7 +70,7 @@ class WorkUnits:
 
     What the given kernel code uses: work.valid() (a TIR condition: a unit is left), work.k_begin and
     work.k_end (the current unit's K tiles) and work.next(cluster) (go on to the next unit); TODOs
-    12.9-12.14 use whatever else you give it. The TMA thread, both MMA threads and both writeback
+    12.9-12.15 use whatever else you give it. The TMA thread, both MMA threads and both writeback
     warpgroups of both CTAs walk the same units, so every barrier ring sees as many uses on each side.
     Every K tile of every tile belongs to exactly one unit of one cluster. The order in which a cluster
     walks its units is yours: it decides whether a cluster can end up waiting on one that is waiting on it.
@@ -92,9 +92,16 @@ class WorkUnits:
 
     # TODO 12.6: the cluster that holds a tile's first K tile
     #   first_unit(): for the current tile, the first cluster whose partial sum the tile's final unit adds (a TIR
-    #   expression over self.tile, used by TODO 12.14). It is evaluated while the kernel is built, also for plans with
+    #   expression over self.tile, used by TODO 12.15). It is evaluated while the kernel is built, also for plans with
     #   no stream-K tiles.
     todo("12.6 the cluster that holds a tile's first K tile")
+
+
+def box_rows(first, rows, tail, extent, boxes=1, past=0):
+    """The rows TMA loads for `boxes` boxes of `rows` rows side by side from row `first` of a matrix `extent` rows
+    tall: all of a box inside it, `tail` of the box that holds its last row, `past` of a box wholly past it."""
+    return sum(T.Select(first + (i + 1) * rows <= extent, rows, T.Select(first + i * rows < extent, tail, past))
+               for i in range(boxes))
 
 
 def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
@@ -136,9 +143,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     # TODO 12.7: the plan in the kernel
     #   `plan`, when given, replaces the host's choice (TODO 12.2); K_TILES, the K tiles of a tile, is the name the
     #   kernel below uses for what it decided. This kernel has one cluster tile, step 11's 512x256 pair: a plan for
-    #   another cluster or tile width must stop the build with a message, not build a wrong kernel. And A_ROWS: the
-    #   rows of each of A's TMA boxes (the producer's loads and TMA_BYTES use it), at most BLK_M; rows of a box past
-    #   the matrix are filled with zeros by TMA, which is not free.
+    #   another cluster or tile width must stop the build with a message, not build a wrong kernel. And A_TAIL and
+    #   B_TAIL, which TODO 12.10 uses: the rows of A in the box that holds A's last row, and of B in the one that
+    #   holds B's last row.
     todo("12.7 the plan in the kernel")
     EPI_N = 64  # writeback chunk: 64 fp32 registers per thread, one 128B-swizzled Dsmem row
     WG_NUMBER = 3
@@ -148,7 +155,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     MMA_M, MMA_N = BLK_M * CTA_GROUP, BLK_N * CTA_GROUP  # one MMA for the pair: 256 x 256
     NUM_CONSUMER = 2  # MMA threads, accumulators and writeback warpgroups
     TILE_BYTES_ALL = (NUM_CONSUMER * BLK_M * BLK_K + BLK_N * BLK_K) * 2  # one CTA's stage of the ring
-    TMA_BYTES = (NUM_CONSUMER * A_ROWS * BLK_K + BLK_N * BLK_K) * 2  # what one CTA's loads deliver per K tile
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
     EPILOGUE_SMEM = NUM_CONSUMER * BLK_M * EPI_N * 2 + 1024  # two Dsmem tiles, and the barriers
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // TILE_BYTES_ALL  # the most whole stages that fit
@@ -225,16 +231,15 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                         for k in T.serial(work.k_begin, work.k_end):
                             s = T.meta_var(tma_state.stage)
                             mma2tma.wait(s, tma_state.phase)
-                            if cbx == 0:
-                                tma2mma.arrive(s, TMA_BYTES * CTA_GROUP)
-                            bar_cta0 = T.meta_var(tma2mma_cta0.ptr_to([s]))
-                            for j in T.unroll(NUM_CONSUMER):
-                                a_st = T.meta_var(m_st + j * CTA_GROUP * BLK_M)
-                                Tx.copy_async(Asmem[s, j, 0:A_ROWS, :],
-                                              A[a_st:a_st + A_ROWS, k * BLK_K:(k + 1) * BLK_K],
-                                              dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)
-                            Tx.copy_async(Bsmem[s, :, :], B[n_st:n_st + BLK_N, k * BLK_K:(k + 1) * BLK_K],
-                                          dispatch="tma_explicit", mbar=bar_cta0, cta_group=CTA_GROUP)
+                            # TODO 12.10: a K tile's boxes, cut at the matrix's edges
+                            #   Step 11's loads of K tile k (this CTA's two boxes of A and its box of B, each
+                            #   completing on CTA 0's tma2mma) and CTA 0's arrive with the bytes that will land for
+                            #   the pair, without a box that reaches past A or B: TMA fills such rows with zeros (on an
+                            #   H200 about 2.8 cycles a row and K tile, which set the time at ragged edges). A box's
+                            #   shape is static (one descriptor each), so a cut box is a copy of its own. The bytes
+                            #   must be what the copies deliver; CTA 1's stage may be refilled only once the MMA has
+                            #   released it (what made sure of that in step 11?). box_rows counts rows.
+                            todo("12.10 a K tile's boxes, cut at the matrix's edges")
                             tma_state.advance()
                         work.next(cluster)
 
@@ -253,11 +258,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                 s = T.meta_var(mma_state.stage)
                                 tma2mma.wait(s, mma_state.phase)
                                 T.ptx.tcgen05.fence__after_thread_sync()
-                                # TODO 12.10: a K tile of a unit
+                                # TODO 12.11: a K tile of a unit
                                 #   Step 11's tcgen05 MMA of one K tile into MMA thread warp_id's accumulator, for a
                                 #   unit that may begin at any K tile of its tile: the unit's first K tile overwrites
                                 #   the accumulator, every later one adds to it.
-                                todo("12.10 a K tile of a unit")
+                                todo("12.11 a K tile of a unit")
                                 mma2tma.arrive(s, cta_group=CTA_GROUP, cta_mask=3)  # both CTAs' stage s
                                 mma_state.advance()
                             mma2ld.arrive(warp_id, cta_group=CTA_GROUP, cta_mask=3)  # both CTAs' accumulators
@@ -269,25 +274,25 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             Dreg = T.alloc_local((EPI_N,), acc_type)
             Dreg_f16 = T.alloc_local((EPI_N,), d_type)
             Dreg_wg = Dreg.view(128, EPI_N, layout=TileLayout(S[(128, EPI_N) : (1@axis_tid_in_wg, 1)]))
-            # TODO 12.11: this writeback's lock, and its thread's place in a partial sum
-            #   The names TODOs 12.12-12.14 use: this thread's index in its warpgroup (thread t owns row t of the
+            # TODO 12.12: this writeback's lock, and its thread's place in a partial sum
+            #   The names TODOs 12.13-12.15 use: this thread's index in its warpgroup (thread t owns row t of the
             #   accumulator), the index into locks of the counter for the current unit's tile, this CTA and this
             #   writeback warpgroup (a T.meta_var: it follows work.tile), and a one-element int32 register the waiting
             #   thread reads the lock into.
-            todo("12.11 this writeback's lock, and its thread's place in a partial sum")
+            todo("12.12 this writeback's lock, and its thread's place in a partial sum")
             while work.valid():
-                # TODO 12.12: the final range: wait for the partial sums (while this unit's MMAs run)
+                # TODO 12.13: the final range: wait for the partial sums (while this unit's MMAs run)
                 #   A unit that ends a tile it did not begin: wait until every earlier K tile of the tile is in the
                 #   workspace, and leave the lock as the next launch needs it (no memset runs between launches). Here it
                 #   waits before mma2ld, while this unit's own MMAs still run. One thread waits; every thread reads
-                #   (TODO 12.14). Trap: a thread that goes on while the one that waits has not yet seen the count reads
+                #   (TODO 12.15). Trap: a thread that goes on while the one that waits has not yet seen the count reads
                 #   partial sums that are not all there (stale sums).
                 #   API: T.ptx.ld.acquire.gpu.global_.b32, T.cuda.warpgroup_sync.
-                todo("12.12 the final range: wait for the partial sums (while this unit's MMAs run)")
+                todo("12.13 the final range: wait for the partial sums (while this unit's MMAs run)")
                 mma2ld.wait(wg_id, wb_state.phase)
                 wb_state.advance()
                 T.ptx.tcgen05.fence__after_thread_sync()
-                # TODO 12.13: leave a partial sum for the tile's final range
+                # TODO 12.14: leave a partial sum for the tile's final range
                 #   A unit that stops before its tile's last K tile: this writeback's accumulator, read out of TMEM as
                 #   step 11 reads it and handed back to the MMA as step 11 does, goes to this cluster's slot of partials
                 #   instead of D; then the tile's lock learns how many K tiles are now in, and the unit ends without a
@@ -295,7 +300,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                 #   also see every thread's stores.
                 #   API: Tx.wg.copy_async, T.cuda.warpgroup_sync, T.cuda.thread_fence, T.cuda.atomic_add (inside
                 #   T.evaluate).
-                todo("12.13 leave a partial sum for the tile's final range")
+                todo("12.14 leave a partial sum for the tile's final range")
                 for c in T.unroll(MMA_N // EPI_N):
                     col = T.meta_var(wg_id * MMA_N + c * EPI_N)
                     Tx.wg.copy_async(Dreg_wg[:, :], tmem[:, col:col + EPI_N])
@@ -304,11 +309,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                         # all TMEM reads of this tile are done: CTA 0's MMA may overwrite it
                         T.ptx.tcgen05.fence__before_thread_sync()
                         ld2mma.arrive(wg_id, remote=0)
-                    # TODO 12.14: the final range: add the partial sums, in K order
+                    # TODO 12.15: the final range: add the partial sums, in K order
                     #   A unit that ends a tile it did not begin: add into this chunk's fp32 registers the partial sums
                     #   the other clusters left for it, in an order that does not depend on timing (the same bits every
                     #   run); step 11's writeback of the chunk follows.
-                    todo("12.14 the final range: add the partial sums, in K order")
+                    todo("12.15 the final range: add the partial sums, in K order")
                     Tx.cast(Dreg_f16[:], Dreg[:])
                     # the previous TMA store must have finished reading Dsmem
                     if warp_id == 0:

@@ -8,9 +8,9 @@ shape, before the kernel is built, the cluster (a CTA pair sharing B, or one CTA
 whole, or cut into ranges whose partial sums clusters add up through an fp32 workspace in global
 memory.
 
-The kernel is step 11's solution (its loads of A sized by A_ROWS, TODO 12.7); the TODOs are the host's choice
-(12.1-12.3), a cluster's walk over its units (12.4-12.6) and the places in the kernel where a unit, not a
-tile, matters (12.7-12.13).
+The kernel is step 11's solution; the TODOs are the host's choice (12.1-12.3), a cluster's walk over its units
+(12.4-12.6) and the places in the kernel where a unit, not a tile, matters, or a ragged edge costs time
+(12.7-12.15).
 `make grade STEP=12` runs it at shapes where it deals whole tiles and where it must share them
 (257x264x4104: 15 tiles of 65 K tiles for 132 SMs).
 """
@@ -72,7 +72,7 @@ def fixup_cost(rows: int, width: int) -> float:
 
 
 # A tile's writeback goes in rounds of registers -> staging -> TMA store, each waiting for the one before it to have
-# left shared memory (TODO 12.14). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
+# left shared memory (TODO 12.15). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
 # (docs/measurements.md); widths of 176, 208 and 224 columns, three or four rounds, ran 2-3% slower per column than
 # 256 at 8192 rows, where the iterations cost the same.
 WRITEBACK_ROUND_COST = 2.1
@@ -92,7 +92,7 @@ DRAM_BYTES_PER_UNIT = 440e3
 #   costs. The kernel reads it (TODO 12.7: the CTA tile's rows, one of TILE_ROWS, the tile width, one of TILE_WIDTHS,
 #   and the CTAs per cluster along M, one of CLUSTER_SIZES), and so does your WorkUnits. Its cost is the busiest
 #   cluster's time in the units of iteration_cost, its tiles' writebacks included (WRITEBACK_ROUND_COST for each round
-#   of TMA stores your writeback makes, TODO 12.14; iteration_cost needs the cluster size and whether K % 16 == 0),
+#   of TMA stores your writeback makes, TODO 12.15; iteration_cost needs the cluster size and whether K % 16 == 0),
 #   and a cluster that shares a tile with others pays fixup_cost on top; but where whole tiles come first, a stream-K
 #   range runs at other K offsets than the clusters around it and finds fewer of its loads in the L2: its iterations
 #   cost more than a whole tile's (at 4096 and 8192 rows on an H200 about 1.14x, the fixup included). The host
@@ -124,7 +124,7 @@ class WorkUnits:
 
     What the given kernel code uses: work.valid() (a TIR condition: a unit is left), work.k_begin and
     work.k_end (the current unit's K tiles) and work.next(cluster) (go on to the next unit); TODOs
-    12.9-12.13 use whatever else you give it. The producer and both consumers of both CTAs walk the same
+    12.9-12.15 use whatever else you give it. The producer and both consumers of both CTAs walk the same
     units, so every barrier ring sees as many uses on each side. Every K tile of every tile belongs to
     exactly one unit of one cluster. The order in which a cluster walks its units is yours: it decides
     whether a cluster can end up waiting on one that is waiting on it.
@@ -146,9 +146,16 @@ class WorkUnits:
 
     # TODO 12.6: the cluster that holds a tile's first K tile
     #   first_unit(): for the current tile, the first cluster whose partial sum the tile's final unit adds (a TIR
-    #   expression over self.tile, used by TODO 12.13). It is evaluated while the kernel is built, also for plans with
+    #   expression over self.tile, used by TODO 12.14). It is evaluated while the kernel is built, also for plans with
     #   no stream-K tiles.
     todo("12.6 the cluster that holds a tile's first K tile")
+
+
+def box_rows(first, rows, tail, extent, boxes=1, past=0):
+    """The rows TMA loads for `boxes` boxes of `rows` rows side by side from row `first` of a matrix `extent` rows
+    tall: all of a box inside it, `tail` of the box that holds its last row, `past` of a box wholly past it."""
+    return sum(T.Select(first + (i + 1) * rows <= extent, rows, T.Select(first + i * rows < extent, tail, past))
+               for i in range(boxes))
 
 
 def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
@@ -193,9 +200,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     #   given, replaces the host's choice (TODO 12.2). And STAGING_IN_RING: True only where every cluster's one
     #   writeback (a whole tile, or a final range) is its last unit, so that every load has landed and been used
     #   when the writeback starts; the staging tiles then lie over the ring's first stages and their shared memory
-    #   goes to more stages (at 256 tokens each stage is worth 5-6%). And A_ROWS: the rows of A's TMA box (the
-    #   producer's load and TMA_BYTES use it), at most BLK_M; rows of a box past the matrix are filled with zeros by
-    #   TMA, which is not free.
+    #   goes to more stages (at 256 tokens each stage is worth 5-6%). And A_TAIL and B_TAIL, which TODO 12.10 uses:
+    #   the rows of A in the box that holds A's last row, and of B in the box (a B half) that holds B's last row.
     todo("12.7 the plan in the kernel")
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -220,7 +226,6 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
-    TMA_BYTES = (A_ROWS * BLK_K + BLK_N * BLK_K) * 2  # what lands in each CTA per K tile: A + both B halves
     ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
     # TODO 12.8: the workspace and the locks
     #   PARTIALS and LOCKS: the shapes of the two buffers the kernel takes after D. The grader allocates them once,
@@ -286,16 +291,15 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                     while work.valid():
                         for k in range(work.k_begin, work.k_end):
                             mma2tma.wait(produce.stage, produce.phase)
-                            tma2mma.arrive(produce.stage, TMA_BYTES)
-                            Tx.copy_async(Asmem[produce.stage, 0:A_ROWS, :],
-                                          A[m_st:m_st + A_ROWS, k * BLK_K:(k + 1) * BLK_K],
-                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
-                            # this CTA's half of the B tile, written into both CTAs' stage
-                            Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
-                                          B[n_st + rank * B_PART:n_st + (rank + 1) * B_PART,
-                                            k * BLK_K:(k + 1) * BLK_K],
-                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
-                                          cta_mask=(1 << CLUSTER) - 1)
+                            # TODO 12.10: a K tile's boxes, cut at the matrix's edges
+                            #   Step 11's loads of K tile k (this CTA's rows of A; its part of B, into both CTAs'
+                            #   stage) and the stage's tma2mma.arrive with the bytes that will land in this CTA,
+                            #   without a box that reaches past A or B: TMA fills such rows with zeros, at about 2.8
+                            #   cycles a row and K tile (H200), and at a ragged edge they set the time. A box's shape
+                            #   is static (one descriptor each), so a cut box is a copy of its own. The bytes must be
+                            #   what the copies deliver; a stage may be refilled only once both CTAs' consumers have
+                            #   released it (what made sure of that in step 11?). box_rows counts rows.
+                            todo("12.10 a K tile's boxes, cut at the matrix's edges")
                             produce.advance()
                         work.next(cluster)
         else:
@@ -307,26 +311,26 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
             release = PipelineState(PIPE_DEPTH, 0)  # one K tile behind `consume`: only its stage is used
             desc_a = T.alloc_local((1,), "uint64")
             desc_b = T.alloc_local((1,), "uint64")
-            # TODO 12.10: this consumer's part of the tile, its lock, and its thread's place in a partial sum
+            # TODO 12.11: this consumer's part of the tile, its lock, and its thread's place in a partial sum
             #   desc_a and desc_b (step 11's encode_sw128_desc) at the first row of A and the first row of B this
             #   consumer multiplies, and the names the writeback uses for where its part starts within the CTA
             #   tile (row_0, col_0): in a 128-row tile each consumer owns 64 rows and every column (step 11); in a
             #   64-row tile both own its rows and each owns CONSUMER_N of its BLK_N columns (a multiple of 8: whole
-            #   8-row swizzle atoms of the B stage, where a descriptor may start). Then the names TODOs 12.12-12.13
+            #   8-row swizzle atoms of the B stage, where a descriptor may start). Then the names TODOs 12.13-12.14
             #   use: this thread's index in its warpgroup, the index into locks of the counter for the current
             #   unit's tile, this CTA and this consumer (a T.meta_var: it follows work.tile), and a one-element
             #   int32 register the waiting thread reads the lock into.
-            todo("12.10 this consumer's part of the tile, its lock, and its thread's place in a partial sum")
+            todo("12.11 this consumer's part of the tile, its lock, and its thread's place in a partial sum")
             while work.valid():
                 for k in range(work.k_begin, work.k_end):
                     tma2mma.wait(consume.stage, consume.phase)
                     a_offset = T.meta_var(T.Cast("uint64", consume.stage * (STAGE_DESC_STEP * BLK_M // 128)))
-                    # TODO 12.11: a K tile of a unit, at the plan's width
+                    # TODO 12.12: a K tile of a unit, at the plan's width
                     #   Step 11's wgmma of one K tile (fence, then BLK_K // MMA_K instructions on this stage) for a B
                     #   stage of BLK_N rows, of which this consumer multiplies CONSUMER_N (wgmma_64xNx16; desc_b starts
                     #   at its first), and a unit that may begin at any K tile of its tile: the unit's first K tile
                     #   overwrites the accumulator, every later one adds to it.
-                    todo("12.11 a K tile of a unit, at the plan's width")
+                    todo("12.12 a K tile of a unit, at the plan's width")
                     T.ptx.wgmma.commit_group.sync.aligned()
                     # every group but the one just issued is done: the previous stage is free
                     T.ptx.wgmma.wait_group.sync.aligned(1)
@@ -344,23 +348,23 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             mma2tma.arrive(release.stage, remote=peer)
                 release.advance()
 
-                # TODO 12.12: leave a partial sum for the tile's final range
+                # TODO 12.13: leave a partial sum for the tile's final range
                 #   A unit that stops before its tile's last K tile: this consumer's accumulator goes to this cluster's
                 #   slot of partials, the tile's lock learns how many K tiles are now in, and the unit ends without a
                 #   writeback (work.next, then the loop's next unit). Contract: a final unit that sees the count must
                 #   also see every thread's stores. Trap: a count that can be seen before the stores it covers (no
                 #   fence, or the fence before all 128 threads have stored) lets the final unit add stale sums.
                 #   API: T.cuda.warpgroup_sync, T.cuda.thread_fence, T.cuda.atomic_add (inside T.evaluate).
-                todo("12.12 leave a partial sum for the tile's final range")
-                # TODO 12.13: the final range: wait for the partial sums, add them
+                todo("12.13 leave a partial sum for the tile's final range")
+                # TODO 12.14: the final range: wait for the partial sums, add them
                 #   A unit that ends a tile it did not begin: wait until every earlier K tile of the tile is in the
                 #   workspace, leave the lock as the next launch needs it (no memset runs between launches), and add the
                 #   partial sums into the accumulator in an order that does not depend on timing (the same bits every
                 #   run); step 11's writeback follows. One thread waits; every thread reads.
                 #   API: T.ptx.ld.acquire.gpu.global_.b32, work.first_unit().
-                todo("12.13 the final range: wait for the partial sums, add them")
+                todo("12.14 the final range: wait for the partial sums, add them")
 
-                # TODO 12.14: the writeback at any width
+                # TODO 12.15: the writeback at any width
                 #   Step 11's writeback of this consumer's 64 x CONSUMER_N part of the tile, from row_0 and col_0 of the
                 #   CTA tile: EPI_N columns at a time through Dsmem while they last (STAGED_N), then the last REST_N
                 #   (CONSUMER_N % 64, when not 0) through Rsmem. Contract: every column of the part is stored once, by
@@ -370,7 +374,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                 #   still read: neither consumer writes them before both are done with their K loop (a named barrier
                 #   of both consumers, with an id of its own after step 11's two).
                 #   API: T.ptx.bar.sync(id, threads).
-                todo("12.14 the writeback at any width")
+                todo("12.15 the writeback at any width")
                 work.next(cluster)
 
             # the last TMA store must finish before the CTA (and its shared memory) goes away

@@ -56,8 +56,8 @@ SKEW = [
             wrote = T.alloc_local((1,), "int32")  # consumer 0: a writeback of its own is behind it
             wrote[0] = 0
 """),
-    ("""                # >>> TODO 12.14: the writeback at any width
-""", """                # >>> TODO 12.14: the writeback at any width
+    ("""                # >>> TODO 12.15: the writeback at any width
+""", """                # >>> TODO 12.15: the writeback at any width
                 if not STAGING_IN_RING:  # in turn: consumer 1 after consumer 0, consumer 0 after consumer 1's last
                     if consumer == 0:
                         if wrote[0] > 0:
@@ -65,9 +65,9 @@ SKEW = [
                     else:
                         T.ptx.bar.sync(4, NUM_CONSUMERS * 128)
 """),
-    ("""                # <<< TODO 12.14
+    ("""                # <<< TODO 12.15
                 work.next(cluster)
-""", """                # <<< TODO 12.14
+""", """                # <<< TODO 12.15
                 if not STAGING_IN_RING:
                     if consumer == 0:
                         T.ptx.bar.arrive(4, NUM_CONSUMERS * 128)
@@ -230,7 +230,7 @@ def under_edits() -> list[tuple[str, str]]:
             for old, new in UNDER]
 
 
-# under: the writeback (TODO 12.14) becomes the packing
+# under: the writeback (TODO 12.15) becomes the packing
 PACK = """                for i in T.unroll(ACC // 2):
                     packed[i] = T.call_pure_extern("uint32", "__pack_half2", T.cast(acc[2 * i], d_type),
                                                    T.cast(acc[2 * i + 1], d_type))
@@ -240,8 +240,8 @@ PACK = """                for i in T.unroll(ACC // 2):
 """
 
 
-WRITEBACK_START = "                # >>> TODO 12.14: the writeback at any width\n"
-WRITEBACK_END = "                # <<< TODO 12.14\n"
+WRITEBACK_START = "                # >>> TODO 12.15: the writeback at any width\n"
+WRITEBACK_END = "                # <<< TODO 12.15\n"
 
 # bound: the accumulators read (summed), never stored
 BOUND = """                total = T.alloc_local((1,), acc_type)
@@ -263,7 +263,7 @@ DIRECT = """                for i in T.unroll(ACC // 2):
 
 
 def writeback_replaced(text: str, code: str) -> str:
-    """Step 12's text with its writeback (TODO 12.14, the markers kept out) replaced by `code`."""
+    """Step 12's text with its writeback (TODO 12.15, the markers kept out) replaced by `code`."""
     start, end = text.index(WRITEBACK_START), text.index(WRITEBACK_END)
     return text[:start] + code + text[end:]
 

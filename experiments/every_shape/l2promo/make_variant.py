@@ -21,14 +21,15 @@ from variant import write_variant  # noqa: E402
 
 
 def promotion(value: str) -> list[tuple[str, str]]:
-    return [("""                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))""",
-             f"""                                          dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
-                                          tensormap_l2_promotion="{value}")"""),
-            ("""                                          cta_mask=(1 << CLUSTER) - 1)""",
-             f"""                                          cta_mask=(1 << CLUSTER) - 1, tensormap_l2_promotion="{value}")""")]
+    """Every load of A and B (the whole box and the one cut at the matrix's edge) asks for `value`."""
+    return [("""dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))""",
+             f"""dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
+                                              tensormap_l2_promotion="{value}")"""),
+            ("""cta_mask=(1 << CLUSTER) - 1)""",
+             f"""cta_mask=(1 << CLUSTER) - 1, tensormap_l2_promotion="{value}")""")]
 
 
 if __name__ == "__main__":
-    write_variant(HERE / "l2_256", promotion("L2::256B"))
-    write_variant(HERE / "l2_none", promotion("none"))
-    write_variant(HERE / "l2_64", promotion("L2::64B"))
+    write_variant(HERE / "l2_256", promotion("L2::256B"), everywhere=True)
+    write_variant(HERE / "l2_none", promotion("none"), everywhere=True)
+    write_variant(HERE / "l2_64", promotion("L2::64B"), everywhere=True)
