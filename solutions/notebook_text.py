@@ -263,7 +263,7 @@ tiles, `MIN_K_TILES_PER_UNIT`)."""
 _STEP_12_PLAN = """\
 The unit of work becomes **(cluster tile, range of K tiles)**, and the host decides per shape, before
 the kernel is built (`plan_decomposition`), how the K iterations of all tiles are dealt to the
-persistent clusters. It tries every CTA height (128 rows, its consumers 64 each; or, where M <= 128 or
+persistent clusters. It tries every CTA height (128 rows, its consumers 64 each; or, where M <= 192 or
 K % 16 != 0, 64 rows, its consumers half the columns each), every cluster size (one CTA alone, a plain launch, or a
 CTA pair sharing B) and every tile width (`TILE_WIDTHS`: the multiples of 16 from 32 to 256 columns), each as whole
 tiles and as stream-K, and keeps the plan that finishes first by a cost model: its **busiest cluster's**
@@ -341,7 +341,8 @@ the SM for only w columns of output. A **64-row** CTA, its two consumers on half
 brings half as much A per output; in pairs that share (multicast) the weight tile it ran
 128x4096x14336 at 1.062x cuBLAS where stream-K over 128-row tiles ran 0.947x, and 128x3584x3584 at
 0.907x against 0.881x. At 256 tokens it ran slower (0.903x against 0.961x at 256x4096x4096), so the
-host weighs it only where M <= 128, or where K % 16 != 0 (there a pair of them issues fewer rows a K tile than a
+host weighs it only where M <= 192 (three 64-row tiles pad fewer rows there than two 128-row ones: 192x8192x28672
+1.02x against 0.89x, H200), or where K % 16 != 0 (there a pair of them issues fewer rows a K tile than a
 pair of 128-row CTAs: 256x4096x4088 0.98x against 0.82x, H200). What did not pay: a pair side by side along N that multicasts the
 activation tile (0.858x against 0.895x at 128x3584x3584). ncu says why: both step 12 and cuBLAS take
 in about 56 bytes a cycle per SM, and a multicast saves reads from the L2, not bytes into an SM.

@@ -662,7 +662,7 @@ VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
     # boundaries, the plan takes pairs itself)
     Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
             r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
-            "wrong", SIMULATED, todo="12.7", names=("reaches outside B", "origin is off"), shape=(131, 520, 192)),
+            "wrong", SIMULATED, todo="12.7", names=("reaches outside", "origin is off"), shape=(131, 520, 192)),
     # a B half wholly past N loads nothing (its bytes left out of the count too). Its CTA's peer then fills its stage
     # from its own producer alone and may lap it: at 257x264x4104 (64-row pairs 48 wide) a consumer of CTA 0 arrives
     # twice in one phase of CTA 1's mma2tma

@@ -119,8 +119,19 @@ def test_rows_off_32_byte_boundaries_take_pairs_which_issue_half_of_b():
         assert module.iteration_cost(rows, width, 2, True) == module.iteration_cost(rows, width, 1, True)
 
 
+def test_between_129_and_192_rows_64_row_ctas_pad_fewer_rows():
+    """Two 128-row tiles over 136 rows pad 120, three 64-row ones 56: where the model picked them there they ran
+    faster (H200: 136x4096x14336 0.997x against 0.949x cuBLAS, 192x8192x28672 1.021x against 0.885x); from 193 rows on
+    they pad as many or little and cost more (264x4096x4096: 0.74x against 0.91x)."""
+    module = _step12()
+    for shape in ((136, 4096, 14336), (192, 4096, 4096), (192, 8192, 28672)):
+        assert module.plan_decomposition(*shape, 132).tile_m == 64, shape
+    for shape in ((193, 4096, 4096), (256, 4096, 4096), (264, 4096, 4096), (160, 14336, 4096)):
+        assert module.plan_decomposition(*shape, 132).tile_m == 128, shape
+
+
 def test_misaligned_rows_at_few_tokens_take_pairs_of_64_row_ctas_which_issue_fewer_rows():
-    """Above 128 rows step 12 keeps 128-row CTAs where rows are aligned (64-row ones ran 2-6% slower there), but
+    """Above 192 rows step 12 keeps 128-row CTAs where rows are aligned (64-row ones ran 2-6% slower there), but
     where K % 16 != 0 the TMA unit's rows bind: a pair of 64-row CTAs 128 wide issues 64 + 64 rows a K tile where a
     pair of 128-row CTAs 64 wide issues 128 + 32 (H200: 256x4096x4088 0.82x -> 0.98x cuBLAS, 776x1024x4088 0.51x ->
     0.70x, experiments/every_shape/h200-rows64-misaligned)."""

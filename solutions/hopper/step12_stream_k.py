@@ -18,7 +18,7 @@ from tvm.script.tirx import tile as Tx
 
 from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
 
-# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128 or rows are misaligned, 64, the
+# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 192 or rows are misaligned, 64, the
 # consumers splitting its columns: twice the CTAs over the few rows there are
 TILE_ROWS = (128, 64)
 # CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
@@ -179,15 +179,18 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave,
     at the price of a fixup per unit, and after waves of whole tiles keeps the widest tiles where narrower
     ones would fill the last wave (8192^3: stream-K over 256-wide pairs 1.030x cuBLAS, whole 224-wide tiles
-    1.017x, H200). 64-row CTAs only where M <= 128 or rows are misaligned: at 256 tokens and aligned rows the
-    model rates them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64); where rows
+    1.017x, H200). 64-row CTAs only where M <= 192 or rows are misaligned: at 256 tokens and aligned rows the
+    model rates them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64), at 264 tokens
+    0.74x against 0.91x; up to 192 rows three of them pad fewer rows than two 128-row ones (136: 56, not 120), and
+    where the model picked them they ran faster (nine shapes of 129-192 rows that took no part: 0.932x -> 0.966x
+    cuBLAS in geometric mean, none slower; experiments/every_shape/h200-rows64-upto192); where rows
     are misaligned a pair of them issues fewer rows a K tile (64 + 64 at 128 wide, not 128 + 32 at 64 wide), which
     the model counts and the GPU confirms (256x4096x4088: 0.82x -> 0.98x cuBLAS; faster at all nine shapes timed,
     experiments/every_shape/h200-rows64-misaligned)."""
     k_tiles, rows_aligned = -(-K // BLK_K), K % 16 == 0
     candidates = []
     for rows in TILE_ROWS:
-        if rows < 128 and M > 128 and rows_aligned:
+        if rows < 128 and M > 192 and rows_aligned:
             continue
         for cluster in CLUSTER_SIZES:
             for tile_n in TILE_WIDTHS:
@@ -308,7 +311,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     """D = A @ B^T for any M >= 1 and N, K multiples of 8, with the work dealt so that every SM has some.
 
     The host (plan_decomposition, once per shape) picks the CTA tile's rows (128, or 64 where M <=
-    128), the cluster (one CTA alone, a plain launch, or a CTA pair sharing B, as steps 9-11), the tile width
+    192 or K % 16 != 0), the cluster (one CTA alone, a plain launch, or a CTA pair sharing B, as steps 9-11), the tile width
     (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns) and how each tile's K tiles are dealt: whole
     (data-parallel), or cut into one contiguous range of K iterations per cluster (stream-K; split-K is
     the case where the ranges are equal parts of each tile). `plan` replaces that choice

@@ -27,7 +27,7 @@ from tvm.script.tirx import tile as Tx
 from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
 from kernel_helpers.todo import todo
 
-# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 128 or rows are misaligned, 64, the
+# rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 192 or rows are misaligned, 64, the
 # consumers splitting its columns: twice the CTAs over the few rows there are
 TILE_ROWS = (128, 64)
 # CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
@@ -106,7 +106,7 @@ todo("12.1 a plan: what the host decides for one shape")
 #   a clear margin (its cost grows with K faster than the model counts), stream-K only in pairs (alone it ran 0.66x
 #   cuBLAS where pairs ran 0.95x, at 256x3584x18944), and weigh each plan's DRAM traffic with it, in units of
 #   DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs only where
-#   M <= 128 or rows are misaligned (at more aligned rows they ran slower than the model says); of equal costs keep
+#   M <= 192 or rows are misaligned (at more aligned rows they ran slower than the model says); of equal costs keep
 #   the earlier. The grid is sm_count CTAs, one per SM.
 todo("12.2 the host's choice")
 
