@@ -1109,7 +1109,12 @@ class Machine:
                            f"time within one phase (phase {bar.completed % 2}, init count {bar.init_count}): one "
                            "arrival per arriving thread per phase is the protocol, so an arrive inside a loop must "
                            "run once per phase (e.g. only in the loop's last iteration), and the init count is the "
-                           "number of threads that arrive")
+                           "number of threads that arrive" + (
+                               "; or, since it arrives on another CTA's barrier, this warp went a lap ahead of a "
+                               "slower warp there (see the schedule): its own CTA's stage filled again without a copy "
+                               "from the other CTA, whose producer alone waits on this barrier (in a cluster, each "
+                               "CTA's producer loads into every stage whose refill it must hold back)"
+                               if agent.cta != key[0] else ""))
             bar.arrived.add((agent.cta, agent.warp))
             if agent.mma_reads or any(e[0] == "commit" and e[1] is agent for e in self.events):
                 self.found("release", (key[1],), f"{self.who([agent])}: arrives on {bar.label} with a plain "
