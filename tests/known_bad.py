@@ -586,8 +586,8 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
             r"PARTIALS = \(max\(plan\.sk_units, 1\),", "PARTIALS = (1,",
             "fault", GPU_ONLY, todo="12.8", names=("partials",)),
     # the box of A's last rows cut only where one tile holds all of M: at 200x4096x14336 (a timing shape) the last
-    # row of 128-row tiles holds 72, and TMA fills the other 56 rows of its box with zeros every K tile (H200: 0.57x
-    # cuBLAS, the reference 0.96x); right at 1x4096x14336
+    # row of 128-row tiles holds 72, and TMA fills the other 56 rows of its box with zeros every K tile (H200: 0.58x
+    # cuBLAS, the reference 0.95x); right at 1x4096x14336
     Variant("hopper-12-a-tail-min-of-blk-m-and-m", "hopper", 12, r"A_TAIL = M % BLK_M or BLK_M",
             "A_TAIL = min(BLK_M, M)", "slow", GPU_ONLY, todo="12.7", names=("A_TAIL",)),
     # a piece that begins mid-tile adds the previous unit's accumulator

@@ -142,7 +142,7 @@ _RAGGED_SHAPES = (
 _MODEL_TIMING = ((256, 4096, 4096), (1000, 4096, 4096))
 # Step 12 is timed where a box of A past the matrix would set the time (TMA fills its rows there with zeros): at a
 # decode batch, one token through a 4096x14336 layer (a box of 64 rows ran 1.5x the reference's time on an H200),
-# and at 200 tokens, whose last row of 128-row tiles holds 72 (a box of 128 rows there ran 1.7x its time)
+# and at 200 tokens, whose last row of 128-row tiles holds 72 (a box of 128 rows there ran 1.6x its time)
 _EDGE_TIMING = ((1, 4096, 14336), (200, 4096, 14336))
 
 

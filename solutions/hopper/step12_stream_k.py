@@ -311,10 +311,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     """D = A @ B^T for any M >= 1 and N, K multiples of 8, with the work dealt so that every SM has some.
 
     The host (plan_decomposition, once per shape) picks the CTA tile's rows (128, or 64 where M <=
-    192 or K % 16 != 0), the cluster (one CTA alone, a plain launch, or a CTA pair sharing B, as steps 9-11), the tile width
-    (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns) and how each tile's K tiles are dealt: whole
-    (data-parallel), or cut into one contiguous range of K iterations per cluster (stream-K; split-K is
-    the case where the ranges are equal parts of each tile). `plan` replaces that choice
+    192 or K % 16 != 0), the cluster (one CTA alone, a plain launch, or a CTA pair sharing B, as steps
+    9-11), the tile width (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns) and how each tile's K
+    tiles are dealt: whole (data-parallel), or cut into one contiguous range of K iterations per cluster
+    (stream-K; split-K is the case where the ranges are equal parts of each tile). `plan` replaces that choice
     (experiments/every_shape times the others).
 
     Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
@@ -381,8 +381,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     slow a lone CTA's loads and the host takes pairs (H200, ten such shapes: 0.772x -> 0.882x cuBLAS in geometric
     mean, 3000x3000x1000 0.761x -> 0.976x). At decode batches (M < 64) and ragged edges TMA's zero-filled rows had
     set the time (about 2.8 cycles a row and K tile): with boxes that end at the matrix, 1x4096x14336 0.68x -> 1.02x,
-    8x8192x8192 0.97x -> 1.10x, 136x4096x14336 0.41x -> 0.92x, 200x4096x14336 0.57x -> 0.96x, 776x5000x2040 0.63x
-    -> 0.84x (H200, experiments/every_shape/README.md, "Decode batches" and "Ragged edges").
+    8x8192x8192 0.97x -> 1.10x, 136x4096x14336 0.42x -> 0.95x, 200x4096x14336 0.58x -> 0.95x, 776x5000x2040 0.76x
+    -> 0.83x (H200, experiments/every_shape/README.md, "Decode batches" and "Ragged edges").
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
@@ -401,7 +401,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     STAGING_IN_RING = plan.sk_units == 0 and plan.tiles <= plan.clusters
     # No box reaches past the matrix: TMA would fill its rows past A or B with zeros, at about 2.8 cycles a row and K
     # tile, and at a ragged edge those rows, not the loads, would set the time (H200: 1x4096x14336 0.68x -> 1.02x
-    # cuBLAS, 136x4096x14336 0.41x -> 0.92x). The box that holds A's last row is A_TAIL rows tall, the one that holds
+    # cuBLAS, 136x4096x14336 0.42x -> 0.95x). The box that holds A's last row is A_TAIL rows tall, the one that holds
     # B's last row B_TAIL; the stage's rows past a box hold stale data, read only into rows past M or columns past N,
     # which the TMA store clips.
     A_TAIL = M % BLK_M or BLK_M
