@@ -588,12 +588,18 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # the box of A's last rows cut only where one tile holds all of M: at 200x4096x14336 (a timing shape) the last
     # row of 128-row tiles holds 72, and TMA fills the other 56 rows of its box with zeros every K tile (H200: 0.58x
     # cuBLAS, the reference 0.95x); right at 1x4096x14336
-    Variant("hopper-12-a-tail-min-of-blk-m-and-m", "hopper", 12, r"A_TAIL = M % BLK_M or BLK_M",
-            "A_TAIL = min(BLK_M, M)", "slow", GPU_ONLY, todo="12.7", names=("A_TAIL",)),
+    Variant("hopper-12-a-tail-min-of-blk-m-and-m", "hopper", 12, r"A_TAIL = MM % BLK_M or BLK_M",
+            "A_TAIL = min(BLK_M, MM)", "slow", GPU_ONLY, todo="12.7", names=("A_TAIL",)),
     # a piece that begins mid-tile adds the previous unit's accumulator
     Variant("hopper-12-accumulate-from-the-tile-start", "hopper", 12,
             r"\(k - work\.k_begin\) \* \(BLK_K // MMA_K\) \+ kk != 0", "k * (BLK_K // MMA_K) + kk != 0",
             "wrong", GPU_ONLY, todo="12.12", names=("accumulate",)),
+    # where A and B are swapped, D^T's registers staged as if they were D's: every box lands where it should, with
+    # D^T's block in it, not D's (at 137x12296x1032, a grader shape; not run on a GPU yet, 2026-11-29)
+    Variant("hopper-12-swapped-staging-not-transposed", "hopper", 12,
+            r"Tsmem\[consumer, acc_col\(lane_id, i\), acc_row\(0, warp_id, lane_id, i\)\]",
+            "Tsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)]",
+            "wrong", GPU_ONLY, todo="12.15", names=("Tsmem",)),
 )
 
 # ---- Hopper step 12: the fixup through global memory ----
@@ -602,6 +608,7 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
 # no lock is used. On a GPU, the later-CTA wait runs through while all 132 CTAs are resident (one per SM): it
 # hangs only where the GPU holds fewer CTAs than the grid, so it is rejected for what CUDA allows ("race").
 _FIXUP_SHAPE = (257, 264, 4104)
+_SWAPPED_SHAPE = (137, 12296, 1032)  # the host swaps A and B (grader/core/steps.py)
 VARIANTS += (
     # the partial range stores its sums and never adds its count: the final range spins for ever
     Variant("hopper-12-fixup-no-release", "hopper", 12,
@@ -668,12 +675,12 @@ VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
     # twice in one phase of CTA 1's mma2tma (what a student trial of TODO 12.10 wrote first; the checker's message
     # named the init count until it learnt to say "a lap ahead" for an arrival on another CTA's barrier)
     Variant("hopper-12-b-half-past-n-not-loaded", "hopper", 12,
-            r"(?s)past=B_TAIL\)(.*?)else:(\n\s+# the half that holds B's last row)", r"past=0)\1elif b_st < N:\2",
+            r"(?s)past=B_TAIL\)(.*?)else:(\n\s+# the half that holds B's last row)", r"past=0)\1elif b_st < NN:\2",
             "wrong", SIMULATED, todo="12.10", names=("mma2tma", "a second time", "a lap ahead"), shape=_FIXUP_SHAPE),
     # the stage's bytes counted as whole boxes where the copies are cut: at 7x264x72 the box of A holds 7 rows, and
     # the barrier waits for 64 that never come
     Variant("hopper-12-bytes-of-whole-boxes", "hopper", 12,
-            r"box_rows\(m_st, BLK_M, A_TAIL, M\)", "BLK_M",
+            r"box_rows\(m_st, BLK_M, A_TAIL, MM\)", "BLK_M",
             "hang", SIMULATED, todo="12.10", names=("tma2mma", "expect_tx"), shape=(7, 264, 72)),
     # a 64-row tile's two consumers on the same columns: both multiply the same operands (7x264x72: 64-row tiles)
     Variant("hopper-12-consumers-on-the-same-columns", "hopper", 12,
@@ -717,6 +724,17 @@ VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
     Variant("hopper-12-cluster-index-of-the-cta", "hopper", 12,
             r"cluster = T\.meta_var\(bx // CLUSTER\)", "cluster = T.meta_var(bx)",
             "hang", SIMULATED, todo="12.9", names=("spins on locks[", "never served"), shape=_FIXUP_SHAPE),
+    # where the host swaps A and B (137x12296x1032: its tiles face D^T, 12296 x 137), the kernel's rows still loaded
+    # from A: its boxes run down 12296 rows of a 137-row matrix
+    Variant("hopper-12-swapped-rows-loaded-from-a", "hopper", 12,
+            r"X = T\.meta_var\(B if SWAP else A\)", "X = T.meta_var(A)",
+            "wrong", SIMULATED, todo="12.9", names=("TMA load from A", "reaches outside"), shape=_SWAPPED_SHAPE),
+    # a swapped block stored at the straight tile's place: D's row taken from the kernel's row (m_st), its column
+    # from the kernel's column
+    Variant("hopper-12-swapped-block-at-the-straight-place", "hopper", 12,
+            r"row = T\.meta_var\(n_st \+ col_0\)  # D's rows are the kernel's columns\n(\s+)col = T\.meta_var\(m_st \+ row_0\)",
+            r"row = T.meta_var(m_st + row_0)\n\1col = T.meta_var(n_st + col_0)",
+            "wrong", SIMULATED, todo="12.15", names=("TMA store to D", "reaches outside"), shape=_SWAPPED_SHAPE),
 )
 
 # ---- Blackwell step 12: the same fixup, its partial sums read out of TMEM by the writeback warpgroups ----

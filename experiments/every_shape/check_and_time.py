@@ -44,6 +44,8 @@ def forced_plan(module, name: str, shape, sm_count: int):
     m, n, k = shape
     if name == "auto":
         return module.plan_decomposition(m, n, k, sm_count)
+    if name.endswith("x"):  # A and B swapped (experiments/every_shape/swap_ab): the plan of D^T = B A^T
+        return dataclasses.replace(forced_plan(module, name[:-1], (n, m, k), sm_count), swap_ab=True)
     name, _, stages = name.partition("s") if name.startswith("dp") else (name, "", "")
     if stages:  # at most this many pipeline stages (experiments/every_shape/stages)
         return dataclasses.replace(forced_plan(module, name, shape, sm_count), max_stages=int(stages))

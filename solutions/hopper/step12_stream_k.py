@@ -4,7 +4,9 @@ Step 11 gives each cluster whole 256x256 tiles. Where the tiles are fewer than t
 tokens through a 4096-wide layer: 16 tiles for 66 clusters), or leave the last wave mostly empty,
 most SMs idle. Here the unit of work is (cluster tile, range of K tiles): the host picks, per shape,
 how the tiles' K iterations are dealt to the clusters (`plan_decomposition`), and clusters that
-share a tile add their partial sums through an fp32 workspace in global memory.
+share a tile add their partial sums through an fp32 workspace in global memory. The host also picks
+which way the tiles face: where the tokens are few, the kernel computes D^T = B A^T, B's rows on
+wgmma's m (64 a warpgroup) and the tokens on its n (any multiple of 16), as cuBLAS does.
 """
 
 import dataclasses
@@ -36,6 +38,10 @@ BLK_K = 64
 # the H200: 1.28 GB read from DRAM, not 1.53; 0.1-0.4% faster at four of the five squares and seven of the eight
 # 8192-token layers, 0.1% slower at one: experiments/every_shape/README.md, L2 groups)
 L2_GROUP_ROWS = 2048
+# the tile widths weighed where A and B are swapped (the tokens' side of the tile): 128 columns or more. Narrower
+# swapped tiles ran slower than the straight plans the model rated as dear (H200: 136x4608x3584 48 wide 0.93x cuBLAS
+# against 1.07x, 300x4096x4096 80 wide 0.86x against 1.01x; experiments/every_shape/README.md, "A and B swapped")
+SWAPPED_WIDTHS = tuple(width for width in TILE_WIDTHS if width >= 128)
 
 
 # A row of A or B is 2K bytes: where K % 16 != 0 every other row begins off a 32-byte boundary, and the SM's TMA
@@ -109,6 +115,9 @@ class Decomposition:
     sk_tiles: int
     sk_units: int
     rows_aligned: bool  # every row of A and B begins on a 32-byte boundary (K % 16 == 0)
+    # the kernel computes D^T = B A^T: its rows (tile_m) are B's, its columns (tile_n) A's; every field above is
+    # of that problem, N x M
+    swap_ab: bool = False
 
     @property
     def iterations_per_unit(self) -> int:
@@ -170,9 +179,32 @@ def dram_cost(M: int, N: int, K: int, plan: Decomposition) -> float:
     return (2 * (M * K + N * K + M * N) + partial_sums) / DRAM_BYTES_PER_UNIT
 
 
+def estimated_time(M: int, N: int, K: int, plan: Decomposition) -> float:
+    """What the host minimizes: the busiest cluster's estimated_cost (stream-K over every tile's times
+    STREAM_K_MARGIN) and the plan's DRAM traffic's, overlapped."""
+    return ((plan.estimated_cost * plan.margin) ** 2 + dram_cost(M, N, K, plan) ** 2) ** 0.5
+
+
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
-    """The host's choice for one shape: of whole tiles and stream-K, for each CTA height, cluster size
-    and tile width, the decomposition that finishes first: its busiest cluster's estimated_cost
+    """The host's choice: the plan that finishes first of the tiles facing the matrix (M x N) and those facing its
+    transpose (N x M: A and B swapped), on a tie the first. A swapped tile puts the tokens on wgmma's n, a multiple
+    of 16, where a straight one pads them to 64 or 128 rows and loads B's tile once for every row of tiles; swapped
+    tiles only SWAPPED_WIDTHS wide, and not stream-K over every tile, the model's least sure plan (swapped, it ran
+    0.93-1.02x the straight plan at six shapes; 128x3584x18944 0.94x cuBLAS against 1.01x). At the 18 of 23 layer
+    shapes of 129-1079 tokens, drawn apart from the rule, where it swaps: 0.902x -> 0.963x cuBLAS in geometric mean,
+    16 faster (516x22016x4096 0.80x -> 0.94x, 160x28672x4096 0.85x -> 0.97x), two slower by at most 1.4%; at the
+    eight it was found at 0.904x -> 0.960x (136x28672x8192 0.83x -> 0.97x, 8192x3584x18944 1.00x -> 1.02x). H200,
+    experiments/every_shape/README.md, "A and B swapped"."""
+    swapped = [dataclasses.replace(plan, swap_ab=True) for plan in candidate_plans(N, M, K, sm_count, SWAPPED_WIDTHS)
+               if not plan.streams_every_tile]
+    return min(candidate_plans(M, N, K, sm_count, TILE_WIDTHS) + swapped,
+               key=lambda plan: estimated_time(M, N, K, plan))
+
+
+def candidate_plans(M: int, N: int, K: int, sm_count: int, widths: tuple[int, ...]) -> list[Decomposition]:
+    """The plans weighed for an M x N problem, its tiles `widths` wide, in the order that breaks ties: of whole tiles
+    and stream-K, for each CTA height, cluster size and tile width. The host takes the one that finishes first: its
+    busiest cluster's estimated_cost
     (stream-K over every tile's times STREAM_K_MARGIN) and its DRAM traffic's, overlapped (the root of the sum of
     their squares: 128x3584x18944 takes 64-row CTAs, measured 1.03x cuBLAS, where their sum took
     stream-K, 0.94x); on a tie the earlier (128 rows first, alone first, wider first, whole tiles
@@ -193,15 +225,14 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
         if rows < 128 and M > 192 and rows_aligned:
             continue
         for cluster in CLUSTER_SIZES:
-            for tile_n in TILE_WIDTHS:
+            for tile_n in widths:
                 tiles = -(-M // (rows * cluster)) * -(-N // tile_n)
                 candidates.append(Decomposition(rows, tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0,
                                                 rows_aligned))
                 if cluster > 1:  # stream-K alone ran 0.66x cuBLAS where pairs ran 0.95x (256x3584x18944)
                     candidates.append(stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows,
                                                rows_aligned))
-    return min(candidates, key=lambda plan: ((plan.estimated_cost * plan.margin) ** 2
-                                             + dram_cost(M, N, K, plan) ** 2) ** 0.5)
+    return candidates
 # <<< TODO 12.2
 
 
@@ -312,10 +343,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
     The host (plan_decomposition, once per shape) picks the CTA tile's rows (128, or 64 where M <=
     192 or K % 16 != 0), the cluster (one CTA alone, a plain launch, or a CTA pair sharing B, as steps
-    9-11), the tile width (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns) and how each tile's K
-    tiles are dealt: whole (data-parallel), or cut into one contiguous range of K iterations per cluster
-    (stream-K; split-K is the case where the ranges are equal parts of each tile). `plan` replaces that choice
-    (experiments/every_shape times the others).
+    9-11), the tile width (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns), which way the tiles face
+    (D's, or D^T's where A and B are swapped: the kernel then runs the N x M problem D^T = B A^T, its rows
+    loaded from B and its columns from A) and how each tile's K tiles are dealt: whole (data-parallel), or cut
+    into one contiguous range of K iterations per cluster (stream-K; split-K is the case where the ranges are
+    equal parts of each tile). `plan` replaces that choice (experiments/every_shape times the others).
 
     Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
     WorkUnits, which the producer and both consumers walk alike (the same units, the same K tiles:
@@ -336,7 +368,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         - a whole tile (k_begin = 0, k_end = k_tiles): the writeback.
         The writeback is step 11's for a consumer's columns but the last CONSUMER_N % 64 (128B-swizzled
         staging, 64-column TMA boxes); those go through an unswizzled staging tile whose 8-column slices
-        are contiguous, one TMA box each (a box under the 128-byte swizzle spans 64 columns). Where each
+        are contiguous, one TMA box each (a box under the 128-byte swizzle spans 64 columns). Where A and
+        B are swapped, a consumer's 64 x CONSUMER_N part of D^T is D's CONSUMER_N x 64 block: staged
+        transposed in Tsmem (64 columns, one swizzle atom wide) and stored as one box. Where each
         cluster has at most one whole tile (STAGING_IN_RING), the staging tiles lie over the ring's first
         stages, whose loads have all been used by then, and the ring has their bytes for more stages.
 
@@ -391,6 +425,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
     # >>> TODO 12.7: the plan in the kernel
     plan = plan or plan_decomposition(M, N, K, sm_count)
+    SWAP = plan.swap_ab
+    MM, NN = (N, M) if SWAP else (M, N)  # the kernel's rows and columns: D^T's where A and B are swapped
     BLK_M = plan.tile_m
     BLK_N = plan.tile_n
     CLUSTER = plan.cluster  # CTAs per cluster, stacked along M
@@ -404,8 +440,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     # cuBLAS, 136x4096x14336 0.42x -> 0.95x). The box that holds A's last row is A_TAIL rows tall, the one that holds
     # B's last row B_TAIL; the stage's rows past a box hold stale data, read only into rows past M or columns past N,
     # which the TMA store clips.
-    A_TAIL = M % BLK_M or BLK_M
-    B_TAIL = N % (BLK_N // CLUSTER) or BLK_N // CLUSTER
+    A_TAIL = MM % BLK_M or BLK_M
+    B_TAIL = NN % (BLK_N // CLUSTER) or BLK_N // CLUSTER
     # <<< TODO 12.7
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -420,8 +456,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     STAGED_N = CONSUMER_N - REST_N
     REST_COLS = max(REST_N, 8)  # the unswizzled staging tile's columns (8 where there is no rest: it is unused)
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
+    # Where A and B are swapped, a consumer's 64 x CONSUMER_N part of D^T is D's CONSUMER_N x 64 block: one staging
+    # tile of CONSUMER_N rows of 64 columns (128 bytes, one swizzle atom wide), stored as one box
+    STAGING_BYTES = NUM_CONSUMERS * (CONSUMER_N * 64 if SWAP else CONSUMER_ROWS * (EPI_N + REST_COLS)) * 2
     # the staging tiles (none of their own where they lie over the ring), the barriers
-    EPILOGUE_SMEM = (0 if STAGING_IN_RING else NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2) + 1024
+    EPILOGUE_SMEM = (0 if STAGING_IN_RING else STAGING_BYTES) + 1024
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
@@ -430,6 +469,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
+    T_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_N, 64))
     ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
     # >>> TODO 12.8: the workspace and the locks
     # a partial sum per stream-K cluster (it has at most one: the start of its last tile), per CTA and
@@ -465,8 +505,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         # the staging tiles lie over the ring's first stages where STAGING_IN_RING (written once both consumers
         # are done with them), else after the ring
         pool.move_base_to(1024 if STAGING_IN_RING else pool.offset)
-        Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
-        Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
+        if SWAP:
+            Tsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_N, 64), d_type, layout=T_layout)
+        else:
+            Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+            Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
         pool.commit()
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
@@ -483,8 +526,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         else:
             rank = T.meta_var(0)
         cluster = T.meta_var(bx // CLUSTER)
+        X = T.meta_var(B if SWAP else A)  # the matrix of the kernel's rows (MM x K)
+        Y = T.meta_var(A if SWAP else B)  # and of its columns (NN x K)
         tile_order = ClusterPersistentScheduler2D(
-            "ts", num_m_tiles=-(-M // (CLUSTER * BLK_M)), num_n_tiles=-(-N // BLK_N),
+            "ts", num_m_tiles=-(-MM // (CLUSTER * BLK_M)), num_n_tiles=-(-NN // BLK_N),
             l2_group_size=L2_GROUP_ROWS // (CLUSTER * BLK_M), num_clusters=sm_count // CLUSTER)
         work = WorkUnits(plan, tile_order)
         work.init(cluster)
@@ -503,31 +548,31 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                             mma2tma.wait(produce.stage, produce.phase)
                             # >>> TODO 12.10: a K tile's boxes, cut at the matrix's edges
                             # what lands in this CTA: its rows of A and the rows of every B half of the cluster
-                            tma2mma.arrive(produce.stage, (box_rows(m_st, BLK_M, A_TAIL, M)
-                                                           + box_rows(n_st, B_PART, B_TAIL, N, CLUSTER, past=B_TAIL))
+                            tma2mma.arrive(produce.stage, (box_rows(m_st, BLK_M, A_TAIL, MM)
+                                                           + box_rows(n_st, B_PART, B_TAIL, NN, CLUSTER, past=B_TAIL))
                                            * BLK_K * 2)
-                            if m_st + BLK_M <= M:
+                            if m_st + BLK_M <= MM:
                                 Tx.copy_async(Asmem[produce.stage, :, :],
-                                              A[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
+                                              X[m_st:m_st + BLK_M, k * BLK_K:(k + 1) * BLK_K],
                                               dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
-                            elif m_st < M:
+                            elif m_st < MM:
                                 Tx.copy_async(Asmem[produce.stage, 0:A_TAIL, :],
-                                              A[m_st:m_st + A_TAIL, k * BLK_K:(k + 1) * BLK_K],
+                                              X[m_st:m_st + A_TAIL, k * BLK_K:(k + 1) * BLK_K],
                                               dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]))
                             # this CTA's half of the B tile, written into both CTAs' stage
                             b_st = T.meta_var(n_st + rank * B_PART)
-                            if b_st + B_PART <= N:
+                            if b_st + B_PART <= NN:
                                 Tx.copy_async(Bsmem[produce.stage, rank * B_PART:(rank + 1) * B_PART, :],
-                                              B[b_st:b_st + B_PART, k * BLK_K:(k + 1) * BLK_K],
+                                              Y[b_st:b_st + B_PART, k * BLK_K:(k + 1) * BLK_K],
                                               dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
                                               cta_mask=(1 << CLUSTER) - 1)
                             else:
                                 # the half that holds B's last row; a half wholly past N loads B's last rows too
                                 # (into columns past N): each CTA's stage then waits on both producers, and so on
                                 # both CTAs' consumers, as in step 11 (without it one CTA could lap the other)
-                                tail_st = T.meta_var(T.Select(b_st < N, b_st, N - B_TAIL))
+                                tail_st = T.meta_var(T.Select(b_st < NN, b_st, NN - B_TAIL))
                                 Tx.copy_async(Bsmem[produce.stage, rank * B_PART:rank * B_PART + B_TAIL, :],
-                                              B[tail_st:tail_st + B_TAIL, k * BLK_K:(k + 1) * BLK_K],
+                                              Y[tail_st:tail_st + B_TAIL, k * BLK_K:(k + 1) * BLK_K],
                                               dispatch="tma_explicit", mbar=tma2mma.ptr_to([produce.stage]),
                                               cta_mask=(1 << CLUSTER) - 1)
                             # <<< TODO 12.10
@@ -613,43 +658,61 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                     # the staging tiles lie over stages whose A rows (or all of A, in a 64-row tile) the other
                     # consumer's last wgmmas may still read
                     T.ptx.bar.sync(EPILOGUE_BAR + NUM_CONSUMERS, NUM_CONSUMERS * 128)
-                # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
-                # the previous tile's TMA store must have finished reading Dsmem
-                for half in T.unroll(STAGED_N // EPI_N):
+                if SWAP:
+                    # ---- D^T's 64 x CONSUMER_N part is D's CONSUMER_N x 64 block: staged transposed, one TMA store ----
+                    # the previous tile's TMA store must have finished reading Tsmem
                     if warp_id == 0:
                         T.ptx.cp.async_.bulk.wait_group.read(0)
                     T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    for i in T.unroll(EPI_N // 2):
-                        Dsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
-                            acc[half * (EPI_N // 2) + i], d_type)
+                    for i in T.unroll(ACC):
+                        Tsmem[consumer, acc_col(lane_id, i), acc_row(0, warp_id, lane_id, i)] = T.cast(acc[i], d_type)
                     T.ptx.fence.proxy.async_.shared__cta()
                     T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
                     if warp_id == 0:
                         if T.cuda.elect_sync():
-                            row = T.meta_var(m_st + row_0)
-                            for part in T.unroll(EPI_N // 64):
-                                col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
-                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
-                                              Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                            row = T.meta_var(n_st + col_0)  # D's rows are the kernel's columns
+                            col = T.meta_var(m_st + row_0)
+                            Tx.copy_async(D[row:row + CONSUMER_N, col:col + CONSUMER_ROWS], Tsmem[consumer, :, :],
+                                          dispatch="tma_explicit")
                             T.ptx.cp.async_.bulk.commit_group()
-                if REST_N > 0:
-                    # ---- the last REST_N columns: unswizzled staging, one 8-column box per 1 KiB ----
-                    if warp_id == 0:
-                        T.ptx.cp.async_.bulk.wait_group.read(0)
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    for i in T.unroll(REST_N // 2):
-                        Rsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
-                            acc[STAGED_N // 2 + i], d_type)
-                    T.ptx.fence.proxy.async_.shared__cta()
-                    T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
-                    if warp_id == 0:
-                        if T.cuda.elect_sync():
-                            row = T.meta_var(m_st + row_0)
-                            for part in T.unroll(REST_N // 8):
-                                col = T.meta_var(n_st + col_0 + STAGED_N + part * 8)
-                                Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 8],
-                                              Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
-                            T.ptx.cp.async_.bulk.commit_group()
+                else:
+                    # ---- writeback: registers -> fp16 -> Dsmem, then one TMA store ----
+                    # the previous tile's TMA store must have finished reading Dsmem
+                    for half in T.unroll(STAGED_N // EPI_N):
+                        if warp_id == 0:
+                            T.ptx.cp.async_.bulk.wait_group.read(0)
+                        T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                        for i in T.unroll(EPI_N // 2):
+                            Dsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                                acc[half * (EPI_N // 2) + i], d_type)
+                        T.ptx.fence.proxy.async_.shared__cta()
+                        T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                        if warp_id == 0:
+                            if T.cuda.elect_sync():
+                                row = T.meta_var(m_st + row_0)
+                                for part in T.unroll(EPI_N // 64):
+                                    col = T.meta_var(n_st + col_0 + half * EPI_N + part * 64)
+                                    Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 64],
+                                                  Dsmem[consumer, :, part * 64:(part + 1) * 64], dispatch="tma_explicit")
+                                T.ptx.cp.async_.bulk.commit_group()
+                    if REST_N > 0:
+                        # ---- the last REST_N columns: unswizzled staging, one 8-column box per 1 KiB ----
+                        if warp_id == 0:
+                            T.ptx.cp.async_.bulk.wait_group.read(0)
+                        T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                        for i in T.unroll(REST_N // 2):
+                            Rsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)] = T.cast(
+                                acc[STAGED_N // 2 + i], d_type)
+                        T.ptx.fence.proxy.async_.shared__cta()
+                        T.cuda.warpgroup_sync(EPILOGUE_BAR + consumer)
+                        if warp_id == 0:
+                            if T.cuda.elect_sync():
+                                row = T.meta_var(m_st + row_0)
+                                for part in T.unroll(REST_N // 8):
+                                    col = T.meta_var(n_st + col_0 + STAGED_N + part * 8)
+                                    Tx.copy_async(D[row:row + CONSUMER_ROWS, col:col + 8],
+                                                  Rsmem[consumer, :, part * 8:(part + 1) * 8], dispatch="tma_explicit")
+                                T.ptx.cp.async_.bulk.commit_group()
                 # <<< TODO 12.15
                 work.next(cluster)
 

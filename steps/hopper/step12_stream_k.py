@@ -4,9 +4,10 @@ Step 11 gives each cluster whole 256x256 tiles. Where the tiles are fewer than t
 tokens through a 4096-wide layer: 16 tiles for 66 clusters), or leave the last wave mostly empty,
 most SMs idle. Make the unit of work (cluster tile, range of K tiles), and let the host choose per
 shape, before the kernel is built, the cluster (a CTA pair sharing B, or one CTA), the tile width
-(a multiple of 16 from 32 to 256 columns) and how each tile's K tiles are dealt to the clusters:
-whole, or cut into ranges whose partial sums clusters add up through an fp32 workspace in global
-memory.
+(a multiple of 16 from 32 to 256 columns), which way the tiles face (where the tokens are few, D^T =
+B A^T puts them on wgmma's n, any multiple of 16, not on its m, 64 rows a warpgroup) and how each
+tile's K tiles are dealt to the clusters: whole, or cut into ranges whose partial sums clusters add
+up through an fp32 workspace in global memory.
 
 The kernel is step 11's solution; the TODOs are the host's choice (12.1-12.3), a cluster's walk over its units
 (12.4-12.6) and the places in the kernel where a unit, not a tile, matters, or a ragged edge costs time
@@ -43,6 +44,10 @@ BLK_K = 64
 # the H200: 1.28 GB read from DRAM, not 1.53; 0.1-0.4% faster at four of the five squares and seven of the eight
 # 8192-token layers, 0.1% slower at one: experiments/every_shape/README.md, L2 groups)
 L2_GROUP_ROWS = 2048
+# the tile widths to weigh where A and B are swapped (the tokens' side of the tile): 128 columns or more. Narrower
+# swapped tiles ran slower than the straight plans the model rated as dear (H200: 136x4608x3584 48 wide 0.93x cuBLAS
+# against 1.07x, 300x4096x4096 80 wide 0.86x against 1.01x)
+SWAPPED_WIDTHS = tuple(width for width in TILE_WIDTHS if width >= 128)
 
 
 # A row of A or B is 2K bytes: where K % 16 != 0 every other row begins off a 32-byte boundary, and the SM's TMA
@@ -90,7 +95,8 @@ DRAM_BYTES_PER_UNIT = 440e3
 # TODO 12.1: a plan: what the host decides for one shape
 #   A frozen dataclass `Decomposition`: what the host decides for one shape before the kernel is built, and what it
 #   costs. The kernel reads it (TODO 12.7: the CTA tile's rows, one of TILE_ROWS, the tile width, one of TILE_WIDTHS,
-#   and the CTAs per cluster along M, one of CLUSTER_SIZES), and so does your WorkUnits. Its cost is the busiest
+#   and the CTAs per cluster along M, one of CLUSTER_SIZES, and whether A and B are swapped: the kernel then computes
+#   D^T = B A^T, and the plan's rows and columns are D^T's), and so does your WorkUnits. Its cost is the busiest
 #   cluster's time in the units of iteration_cost, its tiles' writebacks included (WRITEBACK_ROUND_COST for each round
 #   of TMA stores your writeback makes, TODO 12.15; iteration_cost needs the cluster size and whether K % 16 == 0),
 #   and a cluster that shares a tile with others pays fixup_cost on top; but where whole tiles come first, a stream-K
@@ -107,7 +113,9 @@ todo("12.1 a plan: what the host decides for one shape")
 #   cuBLAS where pairs ran 0.95x, at 256x3584x18944), and weigh each plan's DRAM traffic with it, in units of
 #   DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs only where
 #   M <= 192 or rows are misaligned (at more aligned rows they ran slower than the model says); of equal costs keep
-#   the earlier. The grid is sm_count CTAs, one per SM.
+#   the earlier. And weigh the transposed problem (N x M: A and B swapped, in tiles SWAPPED_WIDTHS wide) the same way:
+#   at few tokens a straight tile pads them to 64 or 128 rows and loads B's tile once for every row of tiles.
+#   The grid is sm_count CTAs, one per SM.
 todo("12.2 the host's choice")
 
 
@@ -201,7 +209,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     #   writeback (a whole tile, or a final range) is its last unit, so that every load has landed and been used
     #   when the writeback starts; the staging tiles then lie over the ring's first stages and their shared memory
     #   goes to more stages (at 256 tokens each stage is worth 5-6%). And A_TAIL and B_TAIL, which TODO 12.10 uses:
-    #   the rows of A in the box that holds A's last row, and of B in the box (a B half) that holds B's last row.
+    #   the rows of A in the box that holds A's last row, and of B in the box (a B half) that holds B's last row. And
+    #   SWAP (the plan swaps A and B) and MM, NN: the kernel's rows and columns (M and N, or N and M where it swaps);
+    #   every name above is of the kernel's problem, MM x NN.
     todo("12.7 the plan in the kernel")
     B_PART = BLK_N // CLUSTER  # rows of the B tile each CTA loads and multicasts
     MMA_K = 16
@@ -216,8 +226,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     STAGED_N = CONSUMER_N - REST_N
     REST_COLS = max(REST_N, 8)  # the unswizzled staging tile's columns (8 where there is no rest: it is unused)
     SMEM_PER_CTA = 227 * 1024  # the most shared memory one CTA may use (sm_90 and sm_100)
+    # Where A and B are swapped, a consumer's 64 x CONSUMER_N part of D^T is D's CONSUMER_N x 64 block: one staging
+    # tile of CONSUMER_N rows of 64 columns (128 bytes, one swizzle atom wide), Tsmem
+    STAGING_BYTES = NUM_CONSUMERS * (CONSUMER_N * 64 if SWAP else CONSUMER_ROWS * (EPI_N + REST_COLS)) * 2
     # the staging tiles (none of their own where they lie over the ring), the barriers
-    EPILOGUE_SMEM = (0 if STAGING_IN_RING else NUM_CONSUMERS * CONSUMER_ROWS * (EPI_N + REST_COLS) * 2) + 1024
+    EPILOGUE_SMEM = (0 if STAGING_IN_RING else STAGING_BYTES) + 1024
     PIPE_DEPTH = (SMEM_PER_CTA - EPILOGUE_SMEM) // ((BLK_M + BLK_N) * BLK_K * 2)  # the most whole stages that fit
     PRODUCER_REGS, CONSUMER_REGS = 40, 232  # per thread; 128 * (40 + 2 * 232) fits the 64K register file
     EPILOGUE_BAR = 1  # named barrier id of consumer 0; consumer c uses EPILOGUE_BAR + c
@@ -226,6 +239,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     B_layout = mma_shared_layout(b_type, SwizzleMode.SWIZZLE_128B_ATOM, (PIPE_DEPTH, BLK_N, BLK_K))
     D_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_ROWS, EPI_N))
     R_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_NONE, (NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS))
+    T_layout = mma_shared_layout(d_type, SwizzleMode.SWIZZLE_128B_ATOM, (NUM_CONSUMERS, CONSUMER_N, 64))
     ACC = CONSUMER_ROWS * CONSUMER_N // 128  # accumulator registers per consumer thread
     # TODO 12.8: the workspace and the locks
     #   PARTIALS and LOCKS: the shapes of the two buffers the kernel takes after D. The grader allocates them once,
@@ -260,8 +274,11 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         # the staging tiles lie over the ring's first stages where STAGING_IN_RING (written once both consumers
         # are done with them), else after the ring
         pool.move_base_to(1024 if STAGING_IN_RING else pool.offset)
-        Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
-        Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
+        if SWAP:
+            Tsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_N, 64), d_type, layout=T_layout)
+        else:
+            Dsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, EPI_N), d_type, layout=D_layout)
+            Rsmem = pool.alloc((NUM_CONSUMERS, CONSUMER_ROWS, REST_COLS), d_type, layout=R_layout)
         pool.commit()
 
         # ---- barrier init (thread 0), made visible to both CTAs of the cluster ----
@@ -279,7 +296,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
         #   the current unit's tile. Both CTAs of a cluster walk the same units. For speed: declaring a rank
         #   (T.cta_id_in_cluster) makes the launch a cluster launch even where a cluster is one CTA, and that launch
         #   placed lone CTAs worse for the L2 (2048^3: 0.951x cuBLAS against 0.991x in a plain launch, H100); a lone
-        #   CTA's rank is a constant.
+        #   CTA's rank is a constant. And X and Y (T.meta_var): the matrices the kernel's rows and columns come from,
+        #   A and B, or B and A where the plan swaps them.
         todo("12.9 the units this cluster walks")
 
         if wg_id == 0:
@@ -292,7 +310,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                         for k in range(work.k_begin, work.k_end):
                             mma2tma.wait(produce.stage, produce.phase)
                             # TODO 12.10: a K tile's boxes, cut at the matrix's edges
-                            #   Step 11's loads of K tile k (this CTA's rows of A; its part of B, into both CTAs'
+                            #   Step 11's loads of K tile k (this CTA's rows of X; its part of Y, into both CTAs'
                             #   stage) and the stage's tma2mma.arrive with the bytes that will land in this CTA,
                             #   without a box that reaches past A or B: TMA fills such rows with zeros, at about 2.8
                             #   cycles a row and K tile (H200), and at a ragged edge they set the time. A box's shape
@@ -372,7 +390,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                 #   slice must be contiguous: REST_N columns of Dsmem are not; Rsmem's 8-column slices are. Where
                 #   STAGING_IN_RING, the staging tiles lie over ring stages the other consumer's last wgmmas may
                 #   still read: neither consumer writes them before both are done with their K loop (a named barrier
-                #   of both consumers, with an id of its own after step 11's two).
+                #   of both consumers, with an id of its own after step 11's two). Where the plan swaps A and B, the
+                #   part is D^T's: D's CONSUMER_N x 64 block from row n_st + col_0 and column m_st + row_0, staged
+                #   through Tsmem[consumer] (the register of D^T's row r and column c at Tsmem row c, column r) and
+                #   stored as one box.
                 #   API: T.ptx.bar.sync(id, threads).
                 todo("12.15 the writeback at any width")
                 work.next(cluster)

@@ -262,6 +262,17 @@ DIRECT = """                for i in T.unroll(ACC // 2):
 """
 
 
+def straight_only(text: str) -> str:
+    """Step 12's text without its writeback of a swapped tile: the straight one, four columns less deep, where it
+    stood before step 12 swapped A and B (what the edits above are written against)."""
+    start = text.index("                if SWAP:\n", text.index(WRITEBACK_START))
+    other = text.index("                else:\n", start)
+    end = text.index(WRITEBACK_END)
+    straight = "".join(line[4:] if line.strip() else line for line in text[other + len("                else:\n"):end]
+                       .splitlines(True))
+    return text[:start] + straight + text[end:]
+
+
 def writeback_replaced(text: str, code: str) -> str:
     """Step 12's text with its writeback (TODO 12.15, the markers kept out) replaced by `code`."""
     start, end = text.index(WRITEBACK_START), text.index(WRITEBACK_END)
@@ -269,16 +280,16 @@ def writeback_replaced(text: str, code: str) -> str:
 
 
 if __name__ == "__main__":
-    write_variant(HERE / "stsm", STSM)
-    write_variant(HERE / "skew", SKEW)
-    write_variant(HERE / "stsm_skew", STSM + SKEW)
-    write_variant(HERE / "stsm_warp", STSM + PER_WARP)
-    write_variant(HERE / "onepass", STSM + ONE_PASS)
-    write_variant(HERE / "stsm_db", STSM + DOUBLE_BUFFERED)
+    write_variant(HERE / "stsm", STSM, transform=straight_only)
+    write_variant(HERE / "skew", SKEW, transform=straight_only)
+    write_variant(HERE / "stsm_skew", STSM + SKEW, transform=straight_only)
+    write_variant(HERE / "stsm_warp", STSM + PER_WARP, transform=straight_only)
+    write_variant(HERE / "onepass", STSM + ONE_PASS, transform=straight_only)
+    write_variant(HERE / "stsm_db", STSM + DOUBLE_BUFFERED, transform=straight_only)
     for name, code in (("noepi", ""), ("bound", BOUND), ("direct", DIRECT)):
         write_variant(HERE / name, [])
         written = HERE / name / "hopper" / "step12_stream_k.py"
         written.write_text(writeback_replaced(written.read_text(), code))
-    write_variant(HERE / "under", under_edits())
+    write_variant(HERE / "under", under_edits(), transform=straight_only)
     written = HERE / "under" / "hopper" / "step12_stream_k.py"
     written.write_text(writeback_replaced(written.read_text(), PACK))
