@@ -98,7 +98,8 @@ DRAM_BYTES_PER_UNIT = 440e3
 #   and the CTAs per cluster along M, one of CLUSTER_SIZES, and whether A and B are swapped: the kernel then computes
 #   D^T = B A^T, and the plan's rows and columns are D^T's), and so does your WorkUnits. Its cost is the busiest
 #   cluster's time in the units of iteration_cost, its tiles' writebacks included (WRITEBACK_ROUND_COST for each round
-#   of TMA stores your writeback makes, TODO 12.15; iteration_cost needs the cluster size and whether K % 16 == 0),
+#   of TMA stores your straight writeback makes, TODO 12.15, a swapped tile's priced as the straight one of its size:
+#   its cost was not measured apart; iteration_cost needs the cluster size and whether K % 16 == 0),
 #   and a cluster that shares a tile with others pays fixup_cost on top; but where whole tiles come first, a stream-K
 #   range runs at other K offsets than the clusters around it and finds fewer of its loads in the L2: its iterations
 #   cost more than a whole tile's (at 4096 and 8192 rows on an H200 about 1.14x, the fixup included). The host
