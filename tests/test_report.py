@@ -7,6 +7,7 @@ import json
 from conftest import REPO
 from grader.analysis import features
 from grader.judge.grade import Config, StepResult
+from grader.core.steps import STEPS
 from grader.judge.report import print_report, write_json
 
 DRAWN, LISTED = (1792, 2560, 1408), ("256x384x192", "2048x2048x2048")
@@ -31,6 +32,9 @@ def test_a_local_grade_names_the_shapes_it_built_and_which_one_was_drawn(capsys)
     assert ("step 5: built and checked at 256x384x192, 2048x2048x2048 and 1792x2560x1408 (drawn for this run "
             "from the step's rule)") in out
     assert "step 5: build and static checks passed" in out
+    # it built three shapes, and simulated the barriers at all the step's correctness shapes: it says both
+    shapes = len(STEPS["hopper"][5].correctness_shapes)
+    assert f"simulated by the protocol checker at all {shapes} of the step's correctness shapes" in out
 
 
 def test_instructor_mode_names_neither_the_seed_nor_the_drawn_shape(capsys, tmp_path):

@@ -47,7 +47,8 @@ def print_report(config: Config, results: list[StepResult]) -> None:
               f"the CPU (steps 4-{max(STEPS[config.track])}); the numerical result and the speed were not measured.")
         for result in results:
             if result.passed:
-                print(f"step {result.step}: build and static checks passed; {cpu_blind_spots(result)}")
+                shapes = len(STEPS[config.track][result.step].correctness_shapes)
+                print(f"step {result.step}: build and static checks passed; {cpu_blind_spots(result, shapes)}")
     failed = [r.step for r in results if not r.passed]
     print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed" + (f" (steps {failed})" if failed else ""))
 
@@ -67,10 +68,13 @@ def _shapes_built(config: Config, result: StepResult) -> str:
     return f"{done} at {shapes}; the sha256 of each cubin is in the JSON report"
 
 
-def cpu_blind_spots(result: StepResult) -> str:
-    """What a grade without a GPU cannot see for a step, in one line."""
+def cpu_blind_spots(result: StepResult, correctness_shapes: int) -> str:
+    """What a grade without a GPU cannot see for a step, in one line; where it simulated the barriers, at how many
+    shapes (all the step's correctness shapes, whichever SHAPES were built: a student trial took the built ones
+    for the simulated ones)."""
     simulated = result.step >= 4 and not any(note.startswith(PROTOCOL_NOT_SIMULATED) for note in result.notes)
-    barriers = "; its barriers were simulated by the protocol checker (`make check`)" if simulated else ""
+    barriers = (f"; its barriers were simulated by the protocol checker at all {correctness_shapes} of the step's "
+                f"correctness shapes (`make check STEP={result.step}` names them)") if simulated else ""
     return "not checked without a GPU: numerical result, speed" + barriers
 
 
