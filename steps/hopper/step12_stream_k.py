@@ -392,9 +392,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                 #   STAGING_IN_RING, the staging tiles lie over ring stages the other consumer's last wgmmas may
                 #   still read: neither consumer writes them before both are done with their K loop (a named barrier
                 #   of both consumers, with an id of its own after step 11's two). Where the plan swaps A and B, the
-                #   part is D^T's: D's CONSUMER_N x 64 block from row n_st + col_0 and column m_st + row_0, staged
-                #   through Tsmem[consumer] (the register of D^T's row r and column c at Tsmem row c, column r) and
-                #   stored as one box.
+                #   part is D^T's, 64 x CONSUMER_N: it reaches D through Tsmem[consumer] (CONSUMER_N x 64, one swizzle
+                #   atom wide) as one TMA box; which block of D it is, and where each register goes, are yours.
                 #   API: T.ptx.bar.sync(id, threads).
                 todo("12.15 the writeback at any width")
                 work.next(cluster)
