@@ -5,14 +5,11 @@
 source experiments/every_shape/device-setup.sh
 python3 experiments/every_shape/a_rows/make_variant.py > $R/variants.log 2>&1 || { cat $R/variants.log; exit 3; }
 if [ -n "${CHECK:-}" ]; then
-  sweep_shards
-  on 0 200 grade12 python3 -m grader --step 12 --impl solutions --track hopper
+  check_step12
 fi
 on 0 ${LIMIT:-300} a-rows python3 experiments/every_shape/check_and_time.py --steps 12 --plans ${PLANS:-auto} \
     --plans-impl solutions,experiments/every_shape/a_rows/full --shapes ${SHAPES:?} --json $R/a-rows.json
 cat $R/wall.txt
-grep -h "kernels," $R/sweep-*.log 2>/dev/null
-grep -h '"passed": false' $R/sweep-*.log 2>/dev/null | head -20
-tail -15 $R/grade12.log 2>/dev/null
+check_summary
 grep -hE "cublas|False" $R/a-rows.log
 tar czf $OUT/results.tgz -C $R .

@@ -1,7 +1,7 @@
 # Sourced by the scripts of this folder that run on the lent GPU machine, after ../shared/device/README.md's first
 # call (part a of the wheel): installs apache-tvm from part b, makes $R for the results (the script tars them into
 # $OUT at its end), lists the GPUs, and defines `on GPU SECONDS NAME COMMAND...` (COMMAND on one GPU, its output in
-# $R/NAME.log, its exit status and seconds in $R/wall.txt) and `sweep_shards` (sweep.py in SHARDS processes).
+# $R/NAME.log, its exit status and seconds in $R/wall.txt), `sweep_shards` (sweep.py in SHARDS processes) and `check_step12` / `check_summary`.
 set -u
 R=/tmp/results; mkdir -p $R
 bash .device/b/install.sh > $R/install.log 2>&1 || { cat $R/install.log; exit 3; }
@@ -20,4 +20,15 @@ sweep_shards() {  # sweep.py's random shapes (COUNT, SEED) in SHARDS processes b
         --seed ${SEED:-20261129} --shard $i/$shards --json $R/sweep-$i.json &
   done
   wait
+}
+check_step12() {  # [KNOWN_BAD]: sweep_shards on the solution, its step 12 grade, the GPU known-bad variants -k KNOWN_BAD
+  sweep_shards
+  on 0 200 grade12 python3 -m grader --step 12 --impl solutions --track hopper
+  if [ -n "${1:-}" ]; then on 0 300 known-bad python3 -m pytest -q tests/test_known_bad_gpu.py -k "$1"; fi
+}
+check_summary() {  # what check_step12 found, where it ran
+  grep -h "kernels," $R/sweep-*.log 2>/dev/null
+  grep -h '"passed": false' $R/sweep-*.log 2>/dev/null | head -20
+  tail -15 $R/grade12.log 2>/dev/null
+  tail -5 $R/known-bad.log 2>/dev/null
 }

@@ -6,16 +6,11 @@
 source experiments/every_shape/device-setup.sh
 python3 experiments/every_shape/tail_box/make_variant.py > $R/variants.log 2>&1 || { cat $R/variants.log; exit 3; }
 if [ -n "${CHECK:-}" ]; then
-  sweep_shards
-  on 0 200 grade12 python3 -m grader --step 12 --impl solutions --track hopper
-  on 0 300 known-bad python3 -m pytest -q tests/test_known_bad_gpu.py -k "${KNOWN_BAD:-hopper-12-a-tail-min-of-blk-m-and-m}"
+  check_step12 "${KNOWN_BAD:-hopper-12-a-tail-min-of-blk-m-and-m}"
 fi
 on 0 ${LIMIT:-300} tail-box python3 experiments/every_shape/check_and_time.py --steps 12 --plans auto \
     --plans-impl solutions,experiments/every_shape/tail_box/full --shapes ${SHAPES:?} --json $R/tail-box.json
 cat $R/wall.txt
-grep -h "kernels," $R/sweep-*.log 2>/dev/null
-grep -h '"passed": false' $R/sweep-*.log 2>/dev/null | head -20
-tail -15 $R/grade12.log 2>/dev/null
-tail -5 $R/known-bad.log 2>/dev/null
+check_summary
 grep -hE "cublas|False" $R/tail-box.log
 [ -n "${NO_TAR:-}" ] || tar czf $OUT/results.tgz -C $R .
