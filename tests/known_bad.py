@@ -595,7 +595,7 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
             r"\(k - work\.k_begin\) \* \(BLK_K // MMA_K\) \+ kk != 0", "k * (BLK_K // MMA_K) + kk != 0",
             "wrong", GPU_ONLY, todo="12.12", names=("accumulate",)),
     # where A and B are swapped, D^T's registers staged as if they were D's: every box lands where it should, with
-    # D^T's block in it, not D's (at 137x12296x1032, a grader shape; not run on a GPU yet, 2026-11-29)
+    # D^T's block in it, not D's (at 137x12296x1032, a grader shape; its grade failed on an H200, 2026-11-29)
     Variant("hopper-12-swapped-staging-not-transposed", "hopper", 12,
             r"Tsmem\[consumer, acc_col\(lane_id, i\), acc_row\(0, warp_id, lane_id, i\)\]",
             "Tsmem[consumer, acc_row(0, warp_id, lane_id, i), acc_col(lane_id, i)]",
