@@ -19,8 +19,9 @@ from grader.analysis import features
 from grader.core import build
 from grader.core.steps import STEPS
 
-SHAPES = [(1, 8, 8), (7, 264, 72), (128, 4096, 4096), (256, 4096, 14336), (257, 264, 4104), (1000, 1000, 1000),
-          (1000, 3584, 18944), (4093, 2056, 568), (3000, 3000, 3000), (4096, 4096, 4096), (8192, 8192, 8192)]
+SHAPES = [(1, 8, 8), (7, 264, 72), (72, 2056, 4168), (128, 4096, 4096), (256, 3584, 14336), (256, 4096, 14336),
+          (257, 264, 4104), (1000, 1000, 1000), (1000, 3584, 18944), (4093, 2056, 568), (3000, 3000, 3000),
+          (4096, 4096, 4096), (8192, 8192, 8192)]
 
 
 def _step12(track: str = "hopper"):
@@ -91,13 +92,37 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     # N = 4608: widths of 64, 128 or 256 give 72, 36 or 18 pair tiles for 66 pairs; 80 columns give 58
     qwen_qkv = module.plan_decomposition(256, 4608, 3584, 132)
     assert qwen_qkv.sk_units == 0 and qwen_qkv.clusters >= qwen_qkv.tiles >= 0.85 * qwen_qkv.clusters
-    # a weight stream at 128 tokens and long K: 64-row CTAs (H200: stream-K over pairs of them, the plan now, 0.998x
-    # cuBLAS; whole ones alone 1.005x), not stream-K over 128-row ones (0.94x on the H100, 0.61-0.66x on the H200)
+    # a weight stream at 128 tokens and long K: 64-row CTAs (H200: split-K over pairs of them, the plan now, 0.997x
+    # cuBLAS, stream-K over them 0.992x; whole ones alone 1.005x), not stream-K over 128-row ones (0.94x on the H100,
+    # 0.61-0.66x on the H200)
     qwen_down = module.plan_decomposition(128, 3584, 18944, 132)
     assert qwen_down.tile_m == 64
     # stream-K only in pairs: alone it ran 0.66x cuBLAS at 256x3584x18944, in pairs 0.95x
     qwen_down_256 = module.plan_decomposition(256, 3584, 18944, 132)
     assert qwen_down_256.sk_units > 0 and qwen_down_256.cluster == 2
+
+
+def test_where_the_tiles_are_at_most_half_the_clusters_split_k_replaces_stream_k_across_tiles():
+    """Split-K cuts every tile's K tiles into equal ranges: none begins in one tile and ends in the next (H200:
+    256x3584x14336 split-K x2 0.953x cuBLAS, stream-K over 66 ranges 0.895x; cuBLAS runs split-K x2 there). Against
+    whole tiles that fill the GPU it keeps a margin (128x4096x14336: 128 whole 64-wide tiles 1.042x, split-K 1.007x)."""
+    module = _step12()
+    gemma_down = module.plan_decomposition(256, 3584, 14336, 132)
+    assert gemma_down.kind == "split-K x2" and gemma_down.splits_k and gemma_down.cluster == 2
+    assert gemma_down.sk_units == 2 * gemma_down.tiles and gemma_down.k_tiles % 2 == 0
+    assert module.plan_decomposition(128, 4096, 14336, 132).kind == "data-parallel"
+    # the ranges of every split-K plan the host weighs end at a tile's edge and are at least 8 K tiles long
+    plans = module.split_k(112, 2, 32, 224, 66, 128, True)
+    assert [p.sk_units // p.sk_tiles for p in plans] == [2] and plans[0].iterations_per_unit == 112
+    assert all(p.k_tiles // (p.sk_units // p.sk_tiles) >= module.MIN_K_TILES_PER_UNIT and p.extra == 0
+               for tiles in (1, 5, 16, 33) for k_tiles in (16, 65, 66, 224) for p in
+               module.split_k(128, 2, tiles, k_tiles, 66, 128, True))
+    # the final range of a tile split S ways adds S - 1 partial sums
+    for splits, iterations in ((2, 112), (4, 56)):
+        plan = module.Decomposition(128, 112, 2, 16, 224, 66, 16, 16 * splits, True)
+        assert plan.estimated_cost == pytest.approx(
+            iterations * module.iteration_cost(128, 112, 2, True) + (splits - 1) * module.fixup_cost(128, 112)
+            + module.writeback_cost(128, 112))
 
 
 def test_rows_off_32_byte_boundaries_take_pairs_which_issue_half_of_b():

@@ -38,9 +38,15 @@ from grader.core import build  # noqa: E402
 from grader.core.steps import STEPS, format_shape  # noqa: E402
 
 
+class ImpossiblePlan(ValueError):
+    """A forced plan that the shape cannot have (more split-K ranges than clusters)."""
+
+
 def forced_plan(module, name: str, shape, sm_count: int):
     """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs), dpWc1 or skWc1 (of 1); an r64
-    after the width (dp64r64c1): CTA tiles of 64 rows, else 128."""
+    after the width (dp64r64c1): CTA tiles of 64 rows, else 128; a kS suffix on a sk plan (sk112k2): split-K, every
+    tile's K tiles cut into S equal ranges, one per cluster (the tiles times S clusters at most, S dividing the K
+    tiles)."""
     m, n, k = shape
     if name == "auto":
         return module.plan_decomposition(m, n, k, sm_count)
@@ -54,6 +60,7 @@ def forced_plan(module, name: str, shape, sm_count: int):
         width, rows = int(width), int(rows or 128)
         tiles = -(-m // (2 * rows)) * -(-n // (2 * width))
         return module.Decomposition(rows, width, 4, tiles, -(-k // module.BLK_K), 30, 0, 0, k % 16 == 0, cluster_n=2)
+    name, _, splits = name.rpartition("k") if name.startswith("sk") and "k" in name[2:] else (name, "", "")
     width, _, single = name[2:].partition("c")
     width, _, rows = width.partition("r")
     width, cluster, rows = int(width), 1 if single else 2, int(rows or 128)
@@ -61,6 +68,13 @@ def forced_plan(module, name: str, shape, sm_count: int):
     tiles = -(-m // (rows * cluster)) * -(-n // width)
     if name.startswith("dp"):
         return module.Decomposition(rows, width, cluster, tiles, k_tiles, clusters, 0, 0, k % 16 == 0)
+    if splits:
+        if tiles * int(splits) > clusters:
+            raise ImpossiblePlan(f"{name}k{splits}: {tiles} tiles x {splits} splits are more than {clusters} clusters")
+        if k_tiles % int(splits):  # else ranges would cross tiles (stream-K), or be empty where S > k_tiles (a hang)
+            raise ImpossiblePlan(f"{name}k{splits}: {k_tiles} K tiles do not split in {splits}")
+        return module.Decomposition(rows, width, cluster, tiles, k_tiles, clusters, tiles, tiles * int(splits),
+                                    k % 16 == 0)
     return module.stream_k(width, cluster, tiles, k_tiles, clusters, rows, k % 16 == 0)
 
 
@@ -125,7 +139,11 @@ def main() -> int:
             label = f"step{step}" + (f"-{impl.name}" if plan_name and len(trees) > 1 else "") + (
                 f"-{plan_name}" if plan_name else "")
             t0 = time.time()
-            kernel, scratch = load(step, shape, sm_count, impl, plan_name)
+            try:
+                kernel, scratch = load(step, shape, sm_count, impl, plan_name)
+            except ImpossiblePlan as error:
+                print(format_shape(shape), label, "skipped:", error, flush=True)
+                continue
             check = check_kernel(kernel, scratch, shape, 1234)
             check["build_s"] = round(time.time() - t0, 1)
             row["checks"][label] = check

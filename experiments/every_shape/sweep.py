@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
 
-from check_and_time import check_kernel, load  # noqa: E402
+from check_and_time import ImpossiblePlan, check_kernel, load  # noqa: E402
 from grader.core.steps import STEPS, format_shape  # noqa: E402
 
 MAX_MULTIPLY_ADDS = 2e10
@@ -59,15 +59,19 @@ def draw_shape(rng: random.Random) -> tuple[int, int, int]:
 
 
 def draw_plan(rng: random.Random) -> str:
-    """A name check_and_time.forced_plan understands: dpW / skW, an r64 (64-row CTAs), a c1 (lone CTAs)."""
-    return (rng.choice(("dp", "sk")) + str(rng.choice(WIDTHS)) + rng.choice(("", "r64"))
-            + rng.choice(("", "c1")))
+    """A name check_and_time.forced_plan understands: dpW / skW, an r64 (64-row CTAs), a c1 (lone CTAs), and on
+    some stream-K plans a kS (split-K, S ranges a tile; a shape with too many tiles for it skips it)."""
+    kind = rng.choice(("dp", "sk"))
+    return (kind + str(rng.choice(WIDTHS)) + rng.choice(("", "r64")) + rng.choice(("", "c1"))
+            + (rng.choice(("", "", "k2", "k3")) if kind == "sk" else ""))
 
 
 def check(step: int, shape, sm_count: int, plan: str | None, impl: Path, seed: int) -> dict:
     t0 = time.time()
     try:
         kernel, scratch = load(step, shape, sm_count, impl, plan)
+    except ImpossiblePlan as err:
+        return {"skipped": str(err)}
     except Exception as err:  # noqa: BLE001 - a refusal or a build failure is a result of the sweep
         return {"passed": False, "detail": f"build: {type(err).__name__}: {str(err)[:300]}"}
     result = check_kernel(kernel, scratch, shape, seed)
@@ -98,6 +102,9 @@ def main() -> int:
             if STEPS["hopper"][step].shapes.violation(shape):
                 continue
             result = check(step, shape, sm_count, plan_name, Path(args.impl), 3 * index + variant)
+            if "skipped" in result:
+                print(format_shape(shape), plan_name, "skipped:", result["skipped"], flush=True)
+                continue
             row = {"index": index, "shape": format_shape(shape), "sm_count": sm_count, "step": step,
                    "plan": plan_name or "auto", **result}
             rows.append(row)

@@ -142,6 +142,9 @@ _RAGGED_SHAPES = (
 # Step 12 also at a shape where its host swaps A and B (few tokens, a wide layer: its tiles face D^T): 137 tokens, a
 # prime, through a 12296-wide layer (D^T's last row of tiles ragged), with K % 16 != 0 (CTA pairs)
 _SWAPPED_SHAPES = ((137, 12296, 1032),)
+# and where it cuts every tile's K tiles in two (split-K): 72 tokens through a K-heavy layer, M, N (one 8-column
+# tile past 2048) and K (K % 16 != 0) ragged
+_SPLIT_K_SHAPES = ((72, 2056, 4168),)
 _MODEL_TIMING = ((256, 4096, 4096), (1000, 4096, 4096))
 # Step 12 is timed where a box of A past the matrix would set the time (TMA fills its rows there with zeros): at a
 # decode batch, one token through a 4096x14336 layer (a box of 64 rows ran 1.5x the reference's time on an H200),
@@ -169,7 +172,7 @@ for _track_steps in STEPS.values():
         number: StepSpec(number, topic, RAGGED_RULE, shapes, timing, takes_sm_count=True)
         for number, topic, shapes, timing in (
             (11, "ragged_edges", _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING),
-            (12, "stream_k", _RAGGED_SHAPES + _SWAPPED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING + _EDGE_TIMING))})
+            (12, "stream_k", _RAGGED_SHAPES + _SWAPPED_SHAPES + _SPLIT_K_SHAPES, _SQUARE_TIMING + _MODEL_TIMING + _EDGE_TIMING))})
 
 # Pass rule without a reference solution to compare with: the step's speed must reach this share
 # of cuBLAS (same run, same inputs) at every timing shape. Steps 1-3 are slow by design (one CTA,

@@ -136,8 +136,9 @@ class Decomposition:
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
         writebacks = whole_tiles_each + (1 if self.sk_units else 0)
-        if self.streams_every_tile:
-            iterations, fixup = range_each, fixup_cost(self.tile_m, self.tile_n)
+        if self.streams_every_tile:  # a split-K tile's final range adds the partial sums of its other ranges
+            fixups = self.sk_units // self.sk_tiles - 1 if self.splits_k else 1
+            iterations, fixup = range_each, fixups * fixup_cost(self.tile_m, self.tile_n)
         else:  # whole tiles, then (if any) stream-K over the last waves
             iterations, fixup = whole_tiles_each * self.k_tiles + range_each * STREAM_K_TAIL_COST, 0.0
         return (iterations * iteration_cost(self.tile_m, self.tile_n, self.cluster, self.rows_aligned) + fixup
@@ -149,15 +150,23 @@ class Decomposition:
         return self.sk_units > 0 and self.sk_tiles == self.tiles
 
     @property
+    def splits_k(self) -> bool:
+        """Stream-K over every tile whose ranges are equal parts of each tile: a range ends at its tile's edge."""
+        return self.streams_every_tile and self.sk_units % self.sk_tiles == 0 and self.extra == 0
+
+    @property
     def margin(self) -> float:
-        """What the host multiplies estimated_cost by: STREAM_K_MARGIN for stream-K over every tile."""
+        """What the host multiplies estimated_cost by: STREAM_K_MARGIN for stream-K over every tile, SPLIT_K_MARGIN
+        for split-K."""
+        if self.splits_k:
+            return SPLIT_K_MARGIN
         return STREAM_K_MARGIN if self.streams_every_tile else 1.0
 
     @property
     def kind(self) -> str:
         if self.sk_tiles == 0:
             return "data-parallel"
-        if self.sk_units % self.sk_tiles == 0 and self.extra == 0:
+        if self.splits_k:
             return f"split-K x{self.sk_units // self.sk_tiles}"
         return "stream-K"
 # <<< TODO 12.1
@@ -168,6 +177,13 @@ class Decomposition:
 # tiles: at large K it costs more than the model counts (1000x3584x18944: estimated 6% faster than whole 256-wide
 # tiles, measured 14% slower).
 STREAM_K_MARGIN = 1.15
+# Split-K (stream-K over every tile in ranges that end at a tile's edge) has no range that begins in one tile and
+# ends in the next, and no tile with a third contributor: it ran 0.3-6.5% faster than the stream-K it replaced at
+# ten shapes of 96-256 tokens through K-heavy layers (256x3584x14336 0.89x -> 0.95x cuBLAS, where cuBLAS runs split-K
+# x2). Against whole tiles that fill the GPU its fixup costs more than the model counts (128x4096x14336: 64-wide
+# whole tiles 1.04x, split-K x2 over 128-wide ones 1.01x): this margin keeps them there (H200,
+# experiments/every_shape/README.md, "Split-K").
+SPLIT_K_MARGIN = 1.01
 # Stream-K after waves of whole tiles (many rows): each cluster's range runs at other K offsets than the other
 # clusters', so fewer of its loads are found in the L2 (4096^3: 196 MB read from DRAM, whole tiles 145). An
 # iteration of a range costs this much of a whole tile's, its fixup included: fitted to eight shapes of 4096 and
@@ -204,14 +220,16 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
 
 
 def candidate_plans(M: int, N: int, K: int, sm_count: int, widths: tuple[int, ...]) -> list[Decomposition]:
-    """The plans weighed for an M x N problem, its tiles `widths` wide, in the order that breaks ties: of whole tiles
-    and stream-K, for each CTA height, cluster size and tile width. The host takes the one that finishes first: its
-    busiest cluster's estimated_cost
+    """The plans weighed for an M x N problem, its tiles `widths` wide, in the order that breaks ties: of whole tiles,
+    stream-K and split-K, for each CTA height, cluster size and tile width. The host takes the one that finishes
+    first: its busiest cluster's estimated_cost
     (stream-K over every tile's times STREAM_K_MARGIN) and its DRAM traffic's, overlapped (the root of the sum of
     their squares: 128x3584x18944 takes 64-row CTAs, measured 1.03x cuBLAS, where their sum took
     stream-K, 0.94x); on a tie the earlier (128 rows first, alone first, wider first, whole tiles
     first). Narrower tiles fill the GPU at small M as cuBLAS's do; stream-K evens out the last wave,
-    at the price of a fixup per unit, and after waves of whole tiles keeps the widest tiles where narrower
+    at the price of a fixup per unit (split-K, where the tiles are at most half the clusters, with no range across
+    two tiles: 256x3584x14336 0.89x -> 0.95x cuBLAS, eight shapes drawn after the rule 0.877x -> 0.929x in geometric
+    mean, H200), and after waves of whole tiles keeps the widest tiles where narrower
     ones would fill the last wave (8192^3: stream-K over 256-wide pairs 1.030x cuBLAS, whole 224-wide tiles
     1.017x, H200). 64-row CTAs only where M <= 192 or rows are misaligned: at 256 tokens and aligned rows the
     model rates them as 128-row ones, and they ran 2-6% slower (experiments/every_shape/h100-rows64), at 264 tokens
@@ -234,6 +252,7 @@ def candidate_plans(M: int, N: int, K: int, sm_count: int, widths: tuple[int, ..
                 if cluster > 1:  # stream-K alone ran 0.66x cuBLAS where pairs ran 0.95x (256x3584x18944)
                     candidates.append(stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows,
                                                rows_aligned))
+                    candidates += split_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows, rows_aligned)
     return candidates
 # <<< TODO 12.2
 
@@ -258,6 +277,16 @@ def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int,
     if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
         return whole_tiles
     return Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units, rows_aligned)
+
+
+def split_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int, tile_m: int,
+            rows_aligned: bool) -> list[Decomposition]:
+    """CUTLASS's SplitK: where the tiles are at most half the clusters, every tile's K tiles cut into S equal
+    ranges, S clusters a tile (S dividing k_tiles, no range shorter than MIN_K_TILES_PER_UNIT): a range ends at
+    its tile's edge, so a cluster has one piece of one tile, and a tile's final range adds S - 1 partial sums."""
+    return [Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, tiles, tiles * splits, rows_aligned)
+            for splits in range(2, clusters // tiles + 1)
+            if k_tiles % splits == 0 and k_tiles // splits >= MIN_K_TILES_PER_UNIT]
 # <<< TODO 12.3
 
 
