@@ -172,7 +172,8 @@ for _track_steps in STEPS.values():
         number: StepSpec(number, topic, RAGGED_RULE, shapes, timing, takes_sm_count=True)
         for number, topic, shapes, timing in (
             (11, "ragged_edges", _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING),
-            (12, "stream_k", _RAGGED_SHAPES + _SWAPPED_SHAPES + _SPLIT_K_SHAPES, _SQUARE_TIMING + _MODEL_TIMING + _EDGE_TIMING))})
+            (12, "stream_k", _RAGGED_SHAPES + _SWAPPED_SHAPES + _SPLIT_K_SHAPES,
+             _SQUARE_TIMING + _MODEL_TIMING + _EDGE_TIMING))})
 
 # Pass rule without a reference solution to compare with: the step's speed must reach this share
 # of cuBLAS (same run, same inputs) at every timing shape. Steps 1-3 are slow by design (one CTA,

@@ -178,11 +178,11 @@ class Decomposition:
 # tiles, measured 14% slower).
 STREAM_K_MARGIN = 1.15
 # Split-K (stream-K over every tile in ranges that end at a tile's edge) has no range that begins in one tile and
-# ends in the next, and no tile with a third contributor: it ran 0.3-6.5% faster than the stream-K it replaced at
-# ten shapes of 96-256 tokens through K-heavy layers (256x3584x14336 0.89x -> 0.95x cuBLAS, where cuBLAS runs split-K
-# x2). Against whole tiles that fill the GPU its fixup costs more than the model counts (128x4096x14336: 64-wide
-# whole tiles 1.04x, split-K x2 over 128-wide ones 1.01x): this margin keeps them there (H200,
-# experiments/every_shape/README.md, "Split-K").
+# ends in the next: a tile has S contributors, where stream-K's ranges, cut without regard to the tiles, give it
+# three where two would do. It ran 0.3-12% faster than the stream-K it replaced at the twelve shapes of 96-256 tokens
+# timed (256x3584x14336 0.89x -> 0.95x cuBLAS, where cuBLAS runs split-K x2). Against whole tiles that fill the GPU
+# its fixup costs more than the model counts (128x4096x14336: 64-wide whole tiles 1.04x, split-K x2 over 128-wide
+# ones 1.01x): this margin keeps them there (H200, experiments/every_shape/README.md, "Split-K").
 SPLIT_K_MARGIN = 1.01
 # Stream-K after waves of whole tiles (many rows): each cluster's range runs at other K offsets than the other
 # clusters', so fewer of its loads are found in the L2 (4096^3: 196 MB read from DRAM, whole tiles 145). An
