@@ -395,10 +395,11 @@ the kernel is built (`plan_decomposition`), how the K iterations of all tiles ar
 persistent clusters. The cluster tile stays step 11's: a CTA pair whose two MMA threads each issue one
 `tcgen05.mma.cta_group::2` of 256x256 per K tile, **512x256** in all. Hopper's step 12 also weighs
 narrower tiles and lone CTAs; here `CLUSTER_SIZES` and `TILE_WIDTHS` hold one value each (the pair's
-MMA is 256 wide, and a lone CTA would give up `cta_group::2`), so the plan is **whole tiles or
-stream-K**, and the kernel asserts that a plan it is given keeps the pair tile. The host keeps the plan
+MMA is 256 wide, and a lone CTA would give up `cta_group::2`), so the plan is **whole tiles, stream-K or
+split-K**, and the kernel asserts that a plan it is given keeps the pair tile. The host keeps the plan
 whose **busiest cluster** finishes first by a cost model (`ITERATION_COST` per K iteration, plus
-`FIXUP_COST` for a cluster that shares a tile); stream-K must win by `STREAM_K_MARGIN` (15%). The
+`FIXUP_COST` for a cluster that shares a tile, S - 1 of them for a split-K tile's final range); stream-K must
+win by `STREAM_K_MARGIN` (15%), split-K by `SPLIT_K_MARGIN` (1%). The
 constants are Hopper's, measured on an H200, and **unmeasured on Blackwell**: with one tile width only
 their ratio counts, a fixup priced at about 27 K iterations.
 

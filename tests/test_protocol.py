@@ -77,6 +77,8 @@ def _step12_plans():
         ("ragged-whole-tiles-cluster-2", (100, 200, 512), 8, ("Decomposition", 128, 96, 2, 3, 8, 4, 0, 0, True)),
         # 6 tiles on 4 pairs, all stream-K; M = 300 leaves CTA 1 of the last row no rows, N = 264 half a B half
         ("ragged-stream-K-cluster-2", (300, 264, 1024), 8, ("stream_k", 96, 2, 6, 16, 4, 128, True)),
+        # split-K x3: 3 tiles (the last 8 columns wide) of 24 K tiles on 9 pairs, each final range adds two partial sums
+        ("split-K-x3-ragged-cluster-2", (100, 136, 1536), 18, ("split_k", 64, 2, 3, 24, 9, 64, True)),
     ]
 
 
@@ -86,6 +88,8 @@ def test_step_12s_fixup_is_simulated_and_sound_at_every_kind_of_plan(shape, sm_c
     factory = build.kernel_factory(REPO / "solutions", "hopper", spec)
     solution = factory.__globals__
     decomposition = solution[plan[0]](*plan[1:])
+    if plan[0] == "split_k":  # its plans, S = 2, 3, ...: the one with the most ranges a tile
+        decomposition = decomposition[-1]
     kind, cluster = decomposition.kind.split(" ")[0], decomposition.cluster
     assert kind in ("data-parallel", "split-K", "stream-K") and cluster in (1, 2)
     prim_func = factory(*shape, sm_count, plan=decomposition)
@@ -106,12 +110,18 @@ def test_step_12s_fixup_is_simulated_and_sound_at_every_kind_of_plan(shape, sm_c
     # 2 tiles of 17 K tiles on 4 pairs; M = 300 and N = 264 cut CTA 0's second box of A and its box of B, and put
     # CTA 1's past them
     ((300, 264, 1088), 8, ("stream_k", 256, 2, 2, 17, 4)),
-], ids=["stream-K-then-whole-tiles", "stream-K-148-sms", "stream-K-ragged"])
+    # split-K x3: the same two ragged tiles, 24 K tiles each, on 6 pairs
+    ((300, 264, 1536), 12, ("split_k", 256, 2, 2, 24, 6)),
+], ids=["stream-K-then-whole-tiles", "stream-K-148-sms", "stream-K-ragged", "split-K-x3-ragged"])
 def test_blackwell_step_12s_fixup_is_simulated_and_sound(shape, sm_count, plan):
     spec = STEPS["blackwell"][12]
     factory = build.kernel_factory(REPO / "solutions", "blackwell", spec)
     decomposition = factory.__globals__[plan[0]](*plan[1:])
-    assert decomposition.kind == "stream-K"
+    if plan[0] == "split_k":  # its plans, S = 2, 3, ...: the one with the most ranges a tile
+        decomposition = decomposition[-1]
+        assert decomposition.kind == "split-K x3"
+    else:
+        assert decomposition.kind == "stream-K"
     prim_func = factory(*shape, sm_count, plan=decomposition)
     verdict = protocol.check_kernel(protocol.compile_kernel(prim_func), shape, spec.shapes.ragged)
     assert verdict.ok, "\n".join(verdict.lines())

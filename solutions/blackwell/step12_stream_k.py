@@ -64,14 +64,29 @@ class Decomposition:
         """The busiest cluster's time in the units of ITERATION_COST."""
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
-        fixup = FIXUP_COST[self.tile_n] if self.sk_units else 0.0
-        return (whole_tiles_each * self.k_tiles + range_each) * ITERATION_COST[self.tile_n] + fixup
+        # a split-K tile's final range adds the partial sums of its other ranges
+        fixups = (self.sk_units // self.sk_tiles - 1 if self.splits_k else 1) if self.sk_units else 0
+        return (whole_tiles_each * self.k_tiles + range_each) * ITERATION_COST[self.tile_n] + fixups * FIXUP_COST[
+            self.tile_n]
+
+    @property
+    def splits_k(self) -> bool:
+        """Stream-K over every tile whose ranges are equal parts of each tile: a range ends at its tile's edge."""
+        return 0 < self.sk_units and self.sk_tiles == self.tiles and self.sk_units % self.sk_tiles == 0 and (
+            self.extra == 0)
+
+    @property
+    def margin(self) -> float:
+        """What the host multiplies estimated_cost by: SPLIT_K_MARGIN for split-K, STREAM_K_MARGIN for stream-K."""
+        if self.splits_k:
+            return SPLIT_K_MARGIN
+        return STREAM_K_MARGIN if self.sk_units else 1.0
 
     @property
     def kind(self) -> str:
         if self.sk_tiles == 0:
             return "data-parallel"
-        if self.sk_units % self.sk_tiles == 0 and self.extra == 0:
+        if self.splits_k:
             return f"split-K x{self.sk_units // self.sk_tiles}"
         return "stream-K"
 # <<< TODO 12.1
@@ -81,15 +96,19 @@ class Decomposition:
 # Stream-K is taken only where it promises this much over whole tiles: at large K it costs more than the
 # model counts (1000x3584x18944: estimated 6% faster than whole 256-wide tiles, measured 14% slower).
 STREAM_K_MARGIN = 1.15
+# Split-K's ranges end at a tile's edge: a tile has S contributors, where stream-K's ranges give it three where two
+# would do. Hopper's margin (on an H200 split-K ran 0.3-12% faster than the stream-K it replaced at twelve shapes;
+# experiments/every_shape/README.md, "Split-K"); not measured here.
+SPLIT_K_MARGIN = 1.01
 
 
 def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
-    """The host's choice for one shape: of whole tiles and stream-K, for each cluster size and tile
-    width, the decomposition whose busiest cluster finishes first (estimated_cost, stream-K's times
-    STREAM_K_MARGIN); on a tie the earlier (whole tiles first). Hopper's plan also weighs narrower
-    tiles and lone CTAs; here the cluster tile stays the pair's 512x256 (CLUSTER_SIZES and TILE_WIDTHS
-    hold one value each), so the choice is whole tiles or stream-K: stream-K evens out the last wave,
-    at the price of a fixup per unit."""
+    """The host's choice for one shape: of whole tiles, stream-K and split-K, for each cluster size and tile
+    width, the decomposition whose busiest cluster finishes first (estimated_cost times its margin); on a tie
+    the earlier (whole tiles first). Hopper's plan also weighs narrower tiles and lone CTAs; here the cluster
+    tile stays the pair's 512x256 (CLUSTER_SIZES and TILE_WIDTHS hold one value each), so the choice is how the
+    K tiles are dealt: stream-K evens out the last wave, at the price of a fixup per unit; split-K, where the
+    tiles are at most half the clusters, cuts each tile's K tiles into equal ranges."""
     k_tiles = -(-K // BLK_K)
     candidates = []
     for cluster in CLUSTER_SIZES:
@@ -97,7 +116,8 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
             tiles = -(-M // (CTA_ROWS * cluster)) * -(-N // tile_n)
             candidates += [Decomposition(tile_n, cluster, tiles, k_tiles, sm_count // cluster, 0, 0),
                            stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster)]
-    return min(candidates, key=lambda plan: plan.estimated_cost * (STREAM_K_MARGIN if plan.sk_units else 1.0))
+            candidates += split_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster)
+    return min(candidates, key=lambda plan: plan.estimated_cost * plan.margin)
 # <<< TODO 12.2
 
 
@@ -120,6 +140,15 @@ def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int)
     if sk_units <= sk_tiles and full_waves == 0:  # at most a tile per unit: whole tiles do as well
         return whole_tiles
     return Decomposition(tile_n, cluster, tiles, k_tiles, clusters, sk_tiles, sk_units)
+
+
+def split_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int) -> list[Decomposition]:
+    """CUTLASS's SplitK: where the tiles are at most half the clusters, every tile's K tiles cut into S equal
+    ranges, S clusters a tile (S dividing k_tiles, no range shorter than MIN_K_TILES_PER_UNIT): a range ends at
+    its tile's edge, so a cluster has one piece of one tile, and a tile's final range adds S - 1 partial sums."""
+    return [Decomposition(tile_n, cluster, tiles, k_tiles, clusters, tiles, tiles * splits)
+            for splits in range(2, clusters // tiles + 1)
+            if k_tiles % splits == 0 and k_tiles // splits >= MIN_K_TILES_PER_UNIT]
 # <<< TODO 12.3
 
 
