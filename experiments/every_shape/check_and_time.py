@@ -39,7 +39,7 @@ from grader.core.steps import STEPS, format_shape  # noqa: E402
 
 
 class ImpossiblePlan(ValueError):
-    """A forced plan that the shape cannot have (more split-K ranges than clusters)."""
+    """A forced split-K plan that the shape cannot have: more ranges than clusters, or S not dividing the K tiles."""
 
 
 def forced_plan(module, name: str, shape, sm_count: int):
