@@ -1,7 +1,8 @@
 # Sourced by the scripts of this folder that run on the lent GPU machine, after ../shared/device/README.md's first
 # call (part a of the wheel): installs apache-tvm from part b, makes $R for the results (the script tars them into
 # $OUT at its end), lists the GPUs, and defines `on GPU SECONDS NAME COMMAND...` (COMMAND on one GPU, its output in
-# $R/NAME.log, its exit status and seconds in $R/wall.txt), `sweep_shards` (sweep.py in SHARDS processes) and `check_step12` / `check_summary`.
+# $R/NAME.log, its exit status and seconds in $R/wall.txt), `sweep_shards` (sweep.py in SHARDS processes),
+# `check_step12` / `check_summary`, and `ncu_step12` / `ncu_summary`.
 set -u
 R=/tmp/results; mkdir -p $R
 bash .device/b/install.sh > $R/install.log 2>&1 || { cat $R/install.log; exit 3; }
@@ -31,4 +32,16 @@ check_summary() {  # what check_step12 found, where it ran
   grep -h '"passed": false' $R/sweep-*.log 2>/dev/null | head -20
   tail -15 $R/grade12.log 2>/dev/null
   tail -5 $R/known-bad.log 2>/dev/null
+}
+ncu_step12() {  # shape: ncu on one launch of step 12's own plan and one of cuBLAS (clocks not locked), $R/ncu-SHAPE.txt
+  ncu --profile-from-start off --clock-control none --section SpeedOfLight --section LaunchStats \
+    --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,sm__cycles_active.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
+    python3 experiments/every_shape/ncu_launch.py $1 > $R/ncu-$1.txt 2>&1
+  echo "ncu-$1 rc=$?" >> $R/wall.txt
+}
+ncu_summary() {  # what ncu_step12 found
+  for f in $R/ncu-*.txt; do
+    echo "== $f"
+    grep -E "own plan|^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|L2 Hit|dram__|lts__t_sector_hit|tensor|SM Frequency|Grid Size|Cluster" $f | head -40
+  done
 }

@@ -15,10 +15,8 @@ python3 experiments/every_shape/cublas_kernels.py $(echo $worst | tr , ' ') > $R
     --plans ${FORCED:-dp256c1,dp128c1,dp256,dp128,sk256,sk128,dp256c1x,dp128c1x} --shapes $worst \
     --json $R/forced.json
 first=${worst%%,*}
-[ -n "$first" ] && ncu --profile-from-start off --clock-control none --section SpeedOfLight --section LaunchStats \
-    --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,sm__cycles_active.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
-    python3 experiments/every_shape/ncu_launch.py $first > $R/ncu-$first.txt 2>&1
+[ -n "$first" ] && ncu_step12 $first
 cat $R/wall.txt $R/cublas-kernels.log
 grep -hE "cublas|False|rror" $R/heldout.log $R/forced.log 2>/dev/null
-for f in $R/ncu-*.txt; do echo "== $f"; grep -E "own plan|^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|dram__|lts__t_sector_hit|tensor|SM Frequency|Grid Size|Cluster" $f | head -30; done
+ncu_summary
 tar czf $OUT/results.tgz -C $R .

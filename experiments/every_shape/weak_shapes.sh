@@ -10,13 +10,8 @@ on 0 ${LIMIT:-240} small-m python3 experiments/every_shape/check_and_time.py --s
     --plans ${SMALL_M_PLANS:-dp224,dp256,dp128,dp256r64c1,dp128r64c1,dp224c1,sk256,sk128} --json $R/small-m.json
 on 0 ${LIMIT:-240} mid-m python3 experiments/every_shape/check_and_time.py --steps 12 --shapes $MID_M \
     --plans ${MID_M_PLANS:-dp256,dp256c1,dp224,dp192,dp128,dp128c1,sk256,sk128} --json $R/mid-m.json
-for shape in $(echo ${NCU_SHAPES:-} | tr , ' '); do
-  ncu --profile-from-start off --clock-control none --section SpeedOfLight --section LaunchStats \
-    --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,sm__cycles_active.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
-    python3 experiments/every_shape/ncu_launch.py $shape > $R/ncu-$shape.txt 2>&1
-  echo "ncu-$shape rc=$?" >> $R/wall.txt
-done
+for shape in $(echo ${NCU_SHAPES:-} | tr , ' '); do ncu_step12 $shape; done
 cat $R/wall.txt $R/cublas-kernels.log
 grep -hE "cublas|False" $R/small-m.log $R/mid-m.log
-for f in $R/ncu-*.txt; do echo "== $f"; grep -E "own plan|^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|L2 Hit|dram__|lts__t_sector_hit|tensor|SM Frequency|Grid Size|Cluster" $f | head -40; done
+ncu_summary
 tar czf $OUT/results.tgz -C $R .

@@ -64,16 +64,17 @@ class Decomposition:
         """The busiest cluster's time in the units of ITERATION_COST."""
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
-        # a split-K tile's final range adds the partial sums of its other ranges
-        fixups = (self.sk_units // self.sk_tiles - 1 if self.splits_k else 1) if self.sk_units else 0
-        return (whole_tiles_each * self.k_tiles + range_each) * ITERATION_COST[self.tile_n] + fixups * FIXUP_COST[
-            self.tile_n]
+        fixups = 0
+        if self.sk_units:  # a split-K tile's final range adds the partial sums of its other ranges
+            fixups = self.sk_units // self.sk_tiles - 1 if self.splits_k else 1
+        iterations = whole_tiles_each * self.k_tiles + range_each
+        return iterations * ITERATION_COST[self.tile_n] + fixups * FIXUP_COST[self.tile_n]
 
     @property
     def splits_k(self) -> bool:
         """Stream-K over every tile whose ranges are equal parts of each tile: a range ends at its tile's edge."""
-        return 0 < self.sk_units and self.sk_tiles == self.tiles and self.sk_units % self.sk_tiles == 0 and (
-            self.extra == 0)
+        every_tile = self.sk_units > 0 and self.sk_tiles == self.tiles
+        return every_tile and self.sk_units % self.sk_tiles == 0 and self.extra == 0
 
     @property
     def margin(self) -> float:
