@@ -39,14 +39,13 @@ from grader.core.steps import STEPS, format_shape  # noqa: E402
 
 
 class ImpossiblePlan(ValueError):
-    """A forced split-K plan that the shape cannot have: more ranges than clusters, or S not dividing the K tiles."""
+    """A forced split-K plan that the shape cannot have: more ranges than clusters, or more than the K tiles."""
 
 
 def forced_plan(module, name: str, shape, sm_count: int):
     """A Decomposition of step 12's module named dpW or skW (clusters of 2 CTAs), dpWc1 or skWc1 (of 1); an r64
     after the width (dp64r64c1): CTA tiles of 64 rows, else 128; a kS suffix on a sk plan (sk112k2): split-K, every
-    tile's K tiles cut into S equal ranges, one per cluster (the tiles times S clusters at most, S dividing the K
-    tiles)."""
+    tile's K tiles cut into S ranges, one per cluster (the tiles times S clusters at most, S at most the K tiles)."""
     m, n, k = shape
     if name == "auto":
         return module.plan_decomposition(m, n, k, sm_count)
@@ -71,8 +70,8 @@ def forced_plan(module, name: str, shape, sm_count: int):
     if splits:
         if tiles * int(splits) > clusters:
             raise ImpossiblePlan(f"{name}k{splits}: {tiles} tiles x {splits} splits are more than {clusters} clusters")
-        if k_tiles % int(splits):  # else ranges would cross tiles (stream-K), or be empty where S > k_tiles (a hang)
-            raise ImpossiblePlan(f"{name}k{splits}: {k_tiles} K tiles do not split in {splits}")
+        if k_tiles < int(splits):  # a range would be empty: its tile's final range would wait for it forever
+            raise ImpossiblePlan(f"{name}k{splits}: {k_tiles} K tiles are fewer than {splits} ranges")
         return module.Decomposition(rows, width, cluster, tiles, k_tiles, clusters, tiles, tiles * int(splits),
                                     k % 16 == 0)
     return module.stream_k(width, cluster, tiles, k_tiles, clusters, rows, k % 16 == 0)
