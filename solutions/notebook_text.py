@@ -552,11 +552,16 @@ def units(plan) -> list[tuple[int, int, int, int]]:
     stream-K range backwards, tile by tile, then its whole tiles (WorkUnits of both tracks' step12_stream_k.py,
     in plain Python, for the notebook's figure). Tiles are numbered in the scheduler's order."""
     ipu, extra, k_tiles = plan.iterations_per_unit, plan.extra, plan.k_tiles
+    splits = getattr(plan, "splits", 0)  # split-K (Hopper): each tile's K tiles in `splits` ranges
     walked = []
     for cluster in range(plan.clusters):
         if cluster < plan.sk_units:
-            begin = cluster * ipu + min(cluster, extra)
-            cursor = begin + ipu + (1 if cluster < extra else 0)
+            begin, length = cluster * ipu + min(cluster, extra), ipu + (1 if cluster < extra else 0)
+            if splits:
+                part = cluster % splits
+                begin = cluster // splits * k_tiles + part * (k_tiles // splits) + min(part, k_tiles % splits)
+                length = k_tiles // splits + (1 if part < k_tiles % splits else 0)
+            cursor = begin + length
             while cursor > begin:
                 tile = (cursor - 1) // k_tiles
                 k_begin = max(tile * k_tiles, begin) - tile * k_tiles

@@ -31,10 +31,14 @@ def _step12(track: str = "hopper"):
 def _segments(plan, cluster: int) -> list[tuple[int, int, int]]:
     """(tile, k_begin, k_end) of one cluster, in the order WorkUnits walks them (the kernel's arithmetic)."""
     ipu, extra, kt = plan.iterations_per_unit, plan.extra, plan.k_tiles
-    range_begin = cluster * ipu + min(cluster, extra)
+    range_begin, length = cluster * ipu + min(cluster, extra), ipu + (cluster < extra)
+    if getattr(plan, "splits", 0):  # split-K: range `part` of tile cluster // S, the first kt % S one longer
+        part = cluster % plan.splits
+        range_begin = cluster // plan.splits * kt + part * (kt // plan.splits) + min(part, kt % plan.splits)
+        length = kt // plan.splits + (part < kt % plan.splits)
     segments = []
     if cluster < plan.sk_units:
-        cursor = range_begin + ipu + (cluster < extra)
+        cursor = range_begin + length
         while cursor > range_begin:
             tile = (cursor - 1) // kt
             k_begin = max(tile * kt, range_begin) - tile * kt
@@ -76,6 +80,8 @@ def test_every_k_tile_of_every_tile_is_computed_once_and_final_ranges_wait_only_
 
 def _first_unit(plan, tile: int) -> int:
     """WorkUnits.first_unit, in Python."""
+    if getattr(plan, "splits", 0):
+        return tile * plan.splits
     ipu, extra, first = plan.iterations_per_unit, plan.extra, tile * plan.k_tiles
     return first // (ipu + 1) if first < extra * (ipu + 1) else extra + (first - extra * (ipu + 1)) // ipu
 
@@ -92,37 +98,44 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     # N = 4608: widths of 64, 128 or 256 give 72, 36 or 18 pair tiles for 66 pairs; 80 columns give 58
     qwen_qkv = module.plan_decomposition(256, 4608, 3584, 132)
     assert qwen_qkv.sk_units == 0 and qwen_qkv.clusters >= qwen_qkv.tiles >= 0.85 * qwen_qkv.clusters
-    # a weight stream at 128 tokens and long K: 64-row CTAs (H200: split-K over pairs of them, the plan now, 0.997x
-    # cuBLAS, stream-K over them 0.992x; whole ones alone 1.005x), not stream-K over 128-row ones (0.94x on the H100,
-    # 0.61-0.66x on the H200)
+    # a weight stream at 128 tokens and long K: split-K over lone 128-row CTAs (H200: 0.99x cuBLAS; over pairs of
+    # 64-row ones 1.00x, stream-K over them 0.992x), not stream-K across 128-row ones (0.94x on the H100, 0.61-0.66x
+    # on the H200)
     qwen_down = module.plan_decomposition(128, 3584, 18944, 132)
-    assert qwen_down.tile_m == 64
+    assert qwen_down.tile_m == 64 or qwen_down.splits_k
     # stream-K only in pairs: alone it ran 0.66x cuBLAS at 256x3584x18944, in pairs 0.95x
     qwen_down_256 = module.plan_decomposition(256, 3584, 18944, 132)
     assert qwen_down_256.sk_units > 0 and qwen_down_256.cluster == 2
 
 
 def test_where_the_tiles_are_at_most_half_the_clusters_split_k_replaces_stream_k_across_tiles():
-    """Split-K cuts every tile's K tiles into equal ranges: none begins in one tile and ends in the next (H200:
-    256x3584x14336 split-K x2 0.953x cuBLAS, stream-K over 66 ranges 0.895x; cuBLAS runs split-K x2 there). Against
-    whole tiles that fill the GPU it keeps a margin (128x4096x14336: 128 whole 64-wide tiles 1.042x, split-K 1.007x)."""
+    """Split-K cuts every tile's K tiles into S ranges, of equal length or one K tile longer: none begins in one tile
+    and ends in the next (H200: 256x3584x14336 split-K x2 0.953x cuBLAS, stream-K over 66 ranges 0.895x; cuBLAS runs
+    split-K x2 there). Alone, and with A and B swapped, it fills the GPU where pairs could not (H200, 19 shapes of
+    1-320 tokens whose plan changed: 0.956x -> 0.992x in geometric mean; 176x3584x18944 0.85x -> 0.94x, cuBLAS runs
+    split-K over swapped 128x176 tiles there)."""
     module = _step12()
     gemma_down = module.plan_decomposition(256, 3584, 14336, 132)
     assert gemma_down.kind == "split-K x2" and gemma_down.splits_k and gemma_down.cluster == 2
     assert gemma_down.sk_units == 2 * gemma_down.tiles and gemma_down.k_tiles % 2 == 0
-    assert module.plan_decomposition(128, 4096, 14336, 132).kind == "data-parallel"
+    # the tokens on wgmma's n, 176 of them in one tile, each of the 28 tiles' 296 K tiles in 4 ranges, one per CTA
+    qwen_down = module.plan_decomposition(176, 3584, 18944, 132)
+    assert (qwen_down.kind, qwen_down.swap_ab, qwen_down.cluster, qwen_down.tile_n) == ("split-K x4", True, 1, 176)
+    # 400 K tiles in 3 ranges (134, 133, 133): 120 CTAs where S = 2, the most that divides, would busy 80
+    gemma_up = module.plan_decomposition(200, 5120, 25600, 132)
+    assert gemma_up.splits == 3 and gemma_up.k_tiles % 3 != 0 and gemma_up.sk_units * gemma_up.cluster == 120
     # the ranges of every split-K plan the host weighs end at a tile's edge and are at least 8 K tiles long
     plans = module.split_k(112, 2, 32, 224, 66, 128, True)
-    assert [p.sk_units // p.sk_tiles for p in plans] == [2] and plans[0].iterations_per_unit == 112
-    assert all(p.k_tiles // (p.sk_units // p.sk_tiles) >= module.MIN_K_TILES_PER_UNIT and p.extra == 0
+    assert [p.splits for p in plans] == [2] and plans[0].iterations_per_unit == 112
+    assert all(p.k_tiles // p.splits >= module.MIN_K_TILES_PER_UNIT and p.sk_units == p.splits * p.tiles
                for tiles in (1, 5, 16, 33) for k_tiles in (16, 65, 66, 224) for p in
                module.split_k(128, 2, tiles, k_tiles, 66, 128, True))
-    # the final range of a tile split S ways adds S - 1 partial sums
-    for splits, iterations in ((2, 112), (4, 56)):
-        plan = module.Decomposition(128, 112, 2, 16, 224, 66, 16, 16 * splits, True)
+    # the final range of a tile split S ways adds S - 1 partial sums; the busiest range is the longest
+    for splits, iterations in ((2, 112), (3, 75), (4, 56)):
+        plan = module.Decomposition(128, 112, 2, 16, 224, 66, 16, 16 * splits, True, splits=splits)
         assert plan.estimated_cost == pytest.approx(
-            iterations * module.iteration_cost(128, 112, 2, True) + (splits - 1) * module.fixup_cost(128, 112)
-            + module.writeback_cost(128, 112))
+            iterations * module.iteration_cost(128, 112, 2, True)
+            + (splits - 1) * module.SPLIT_K_FIXUP_COST * 128 * 112 / 128 ** 2 + module.writeback_cost(128, 112))
 
 
 def test_rows_off_32_byte_boundaries_take_pairs_which_issue_half_of_b():
@@ -149,8 +162,9 @@ def test_between_129_and_192_rows_64_row_ctas_pad_fewer_rows():
     faster (H200: 136x4096x14336 0.997x against 0.949x cuBLAS, 192x8192x28672 1.021x against 0.885x); from 193 rows on
     they pad as many or little and cost more (264x4096x4096: 0.74x against 0.91x)."""
     module = _step12()
-    for shape in ((136, 4096, 14336), (192, 4096, 4096), (192, 8192, 28672)):
-        assert module.plan_decomposition(*shape, 132).tile_m == 64, shape
+    for shape in ((136, 4096, 14336), (192, 4096, 4096), (192, 8192, 28672)):  # or no padded rows: A and B swapped
+        plan = module.plan_decomposition(*shape, 132)
+        assert plan.tile_m == 64 or plan.swap_ab, shape
     for shape in ((193, 4096, 4096), (256, 4096, 4096), (264, 4096, 4096), (160, 14336, 4096)):
         assert module.plan_decomposition(*shape, 132).tile_m == 128, shape
 

@@ -3,6 +3,7 @@ reference solution found with the right wording, on both tracks where the mutati
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 
@@ -79,6 +80,11 @@ def _step12_plans():
         ("ragged-stream-K-cluster-2", (300, 264, 1024), 8, ("stream_k", 96, 2, 6, 16, 4, 128, True)),
         # split-K x3: 3 tiles (the last 8 columns wide) of 24 K tiles on 9 pairs, each final range adds two partial sums
         ("split-K-x3-ragged-cluster-2", (100, 136, 1536), 18, ("split_k", 64, 2, 3, 24, 9, 64, True)),
+        # split-K x3 where 3 does not divide the 25 K tiles: each tile's ranges 9, 8 and 8 long
+        ("split-K-x3-uneven-cluster-2", (100, 136, 1600), 18, ("split_k", 64, 2, 3, 25, 9, 64, True)),
+        # split-K alone, A and B swapped: the 4 tokens on wgmma's n (a 32-wide tile), 2 tiles of 128 rows of B (the
+        # second 72 rows), each tile's 39 K tiles in ranges of 10, 10, 10 and 9
+        ("split-K-x4-swapped-cluster-1", (4, 200, 2496), 8, ("swapped_split_k", 4, 200, 2496, 8)),
     ]
 
 
@@ -87,7 +93,13 @@ def test_step_12s_fixup_is_simulated_and_sound_at_every_kind_of_plan(shape, sm_c
     spec = STEPS["hopper"][12]
     factory = build.kernel_factory(REPO / "solutions", "hopper", spec)
     solution = factory.__globals__
-    decomposition = solution[plan[0]](*plan[1:])
+    if plan[0] == "swapped_split_k":  # the M x N problem's transpose, its split-K with the most ranges a tile
+        m, n, k, sm_count = plan[1:]
+        decomposition = dataclasses.replace(
+            [p for p in solution["candidate_plans"](n, m, k, sm_count, (32,)) if p.splits_k and p.cluster == 1][-1],
+            swap_ab=True)
+    else:
+        decomposition = solution[plan[0]](*plan[1:])
     if plan[0] == "split_k":  # its plans, S = 2, 3, ...: the one with the most ranges a tile
         decomposition = decomposition[-1]
     kind, cluster = decomposition.kind.split(" ")[0], decomposition.cluster
@@ -112,7 +124,9 @@ def test_step_12s_fixup_is_simulated_and_sound_at_every_kind_of_plan(shape, sm_c
     ((300, 264, 1088), 8, ("stream_k", 256, 2, 2, 17, 4)),
     # split-K x3: the same two ragged tiles, 24 K tiles each, on 6 pairs
     ((300, 264, 1536), 12, ("split_k", 256, 2, 2, 24, 6)),
-], ids=["stream-K-then-whole-tiles", "stream-K-148-sms", "stream-K-ragged", "split-K-x3-ragged"])
+    # and 25 K tiles each: ranges of 9, 8 and 8
+    ((300, 264, 1600), 12, ("split_k", 256, 2, 2, 25, 6)),
+], ids=["stream-K-then-whole-tiles", "stream-K-148-sms", "stream-K-ragged", "split-K-x3-ragged", "split-K-x3-uneven"])
 def test_blackwell_step_12s_fixup_is_simulated_and_sound(shape, sm_count, plan):
     spec = STEPS["blackwell"][12]
     factory = build.kernel_factory(REPO / "solutions", "blackwell", spec)
@@ -150,6 +164,8 @@ def test_blackwell_step_12s_cta_past_the_matrix_still_loads_b_or_is_lapped(tmp_p
 
 def _shared_tiles(plan) -> int:
     """The stream-K tiles whose first and last K tiles lie in different clusters' ranges."""
+    if getattr(plan, "splits", 0):  # split-K: every tile, in `splits` ranges
+        return plan.sk_tiles
     ipu, extra = plan.iterations_per_unit, plan.extra
 
     def unit(iteration: int) -> int:

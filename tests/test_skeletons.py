@@ -115,11 +115,12 @@ def _filled_skeleton(track: str, step: int) -> str:
 # The paste is the reference's text: it is graded where its code takes each of its paths, not at every correctness
 # shape (that grading is the reference's own, in tests/test_protocol.py and on the GPU). Steps 1-11 take one path at
 # every shape: their static-check shape (step 11's is ragged in M, N and K). Step 12's plan changes with the shape:
-# on Blackwell whole tiles (the static-check shape) or stream-K (257x264x4104); on Hopper also the tile width and
-# the cluster and the CTA's rows: 176-wide lone 128-row CTAs (static), 48-wide pairs of 64-row CTAs in stream-K
-# (257x264x4104), whole 128-wide tiles in pairs of 64-row CTAs (1000^3; both where K % 16 != 0).
+# on Blackwell whole tiles (4093x2056x560) or stream-K (257x264x4104); on Hopper also the tile width and the
+# cluster and the CTA's rows: 176-wide lone 128-row CTAs (4093x2056x560), 48-wide pairs of 64-row CTAs in split-K
+# x3, ranges of unequal length (257x264x4104), whole 128-wide tiles in pairs of 64-row CTAs (1000^3; both where
+# K % 16 != 0), stream-K across tiles after two waves of whole ones in pairs (1751x2312x3072, the static-check shape).
 _PASTE_SHAPES = {("blackwell", 12): ((4093, 2056, 560), (257, 264, 4104)),
-                 ("hopper", 12): ((4093, 2056, 560), (257, 264, 4104), (1000, 1000, 1000))}
+                 ("hopper", 12): ((4093, 2056, 560), (257, 264, 4104), (1000, 1000, 1000), (1751, 2312, 3072))}
 
 
 def _paste_shapes(track: str, step: int) -> tuple[tuple[int, int, int], ...]:

@@ -73,7 +73,7 @@ def forced_plan(module, name: str, shape, sm_count: int):
         if k_tiles < int(splits):  # a range would be empty: its tile's final range would wait for it forever
             raise ImpossiblePlan(f"{name}k{splits}: {k_tiles} K tiles are fewer than {splits} ranges")
         return module.Decomposition(rows, width, cluster, tiles, k_tiles, clusters, tiles, tiles * int(splits),
-                                    k % 16 == 0)
+                                    k % 16 == 0, splits=int(splits))
     return module.stream_k(width, cluster, tiles, k_tiles, clusters, rows, k % 16 == 0)
 
 

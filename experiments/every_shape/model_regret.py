@@ -1,6 +1,7 @@
 """How well step 12's host model ranks the plans that were measured: for each shape with two or more plans timed on
-the H100 or the H200 (h100*/, h200*/ files of this folder; each shape's plans in one run), the plan the model would pick among them, the one that ran fastest, and the
-first's time over the second's ("regret"), for ways of combining the SMs' cost with the DRAM's.
+the H100 or the H200 (h100*/, h200*/ files of this folder and their subfolders; each shape's plans in one run), the
+plan the model would pick among them, the one that ran fastest, and the first's time over the second's ("regret"),
+for ways of combining the SMs' cost with the DRAM's.
 
     python experiments/every_shape/model_regret.py
 
@@ -81,6 +82,11 @@ VARIANT_RUNS_PLANS = {("h200-rows64-misaligned", "step12-rows64-auto"): {
     (256, 4096, 4088): "dp128r64", (333, 4096, 1000): "dp192r64", (512, 2056, 2040): "dp144r64",
     (776, 1024, 4088): "dp128r64", (1000, 1000, 1000): "dp128r64", (200, 5000, 760): "dp160r64",
     (384, 2056, 1000): "dp96r64", (256, 1024, 2040): "dp32r64", (1500, 1024, 2040): "dp208r64"}}
+# the model of 2026-12-02 before split-K alone (h200-split-k-swapped/forced: its run's own plan, twice)
+SPLIT_K_SWAPPED_OWN = {(176, 3584, 18944): "dp96r64c1", (200, 5120, 25600): "sk160k2", (200, 2560, 9728): "sk80k2",
+                       (192, 1536, 8960): "sk96r64k2", (200, 3072, 24576): "sk96k2", (256, 3584, 18944): "sk112k2"}
+VARIANT_RUNS_PLANS[("h200-split-k-swapped/forced", "step12")] = SPLIT_K_SWAPPED_OWN
+VARIANT_RUNS_PLANS[("h200-split-k-swapped/forced", "step12-auto")] = SPLIT_K_SWAPPED_OWN
 COMBINATIONS = {
     "sum": lambda sm, dram: sm + dram,
     "max": max,
@@ -96,9 +102,11 @@ def plan_name(plan) -> str:
 def measured(module: dict) -> dict[tuple, dict[str, float]]:
     """{shape: {plan name: mean time / cuBLAS time}}."""
     times: dict[tuple, dict[str, list[float]]] = {}
-    for path in sorted(glob.glob(str(HERE / "h100*" / "*.json")) + glob.glob(str(HERE / "h200*" / "*.json"))):
+    for path in sorted(glob.glob(str(HERE / "h100*" / "**" / "*.json"), recursive=True)
+                       + glob.glob(str(HERE / "h200*" / "**" / "*.json"), recursive=True)):
         data = json.loads(Path(path).read_text())
         rows = data.get("rows") if isinstance(data, dict) else None
+        folder = Path(path).parent.relative_to(HERE).as_posix()  # "h200-split-k-swapped/forced"
         for row in rows or []:
             if not isinstance(row.get("shape"), str):  # the bench's rows, one per step: not plans
                 continue
@@ -106,12 +114,12 @@ def measured(module: dict) -> dict[tuple, dict[str, float]]:
             for label, ms in row.get("ms", {}).items():
                 # dpW / skW, r64, c1: plans of step 12; other suffixes are experiments (A multicast, 2x2
                 # clusters, capped stages, D in the ring)
-                if re.fullmatch(r"step12-(dp|sk)\d+(r64)?(c1)?", label):
+                if re.fullmatch(r"step12-(dp\d+(r64)?(c1)?|sk\d+(r64)?(c1)?(k\d+)?)x?", label):
                     name = label[len("step12-"):]
-                elif label == "step12" and (Path(path).parent.name, shape) in EARLIER_RUNS_PLANS:
-                    name = EARLIER_RUNS_PLANS[Path(path).parent.name, shape]
-                elif shape in VARIANT_RUNS_PLANS.get((Path(path).parent.name, label), {}):
-                    name = VARIANT_RUNS_PLANS[Path(path).parent.name, label][shape]
+                elif label == "step12" and (folder, shape) in EARLIER_RUNS_PLANS:
+                    name = EARLIER_RUNS_PLANS[folder, shape]
+                elif shape in VARIANT_RUNS_PLANS.get((folder, label), {}):
+                    name = VARIANT_RUNS_PLANS[folder, label][shape]
                 else:
                     continue
                 times.setdefault(shape, {}).setdefault(name, []).append(ms / row["ms"]["cublas"])
@@ -133,7 +141,7 @@ def regrets(combine) -> dict[tuple, tuple[str, str, float]]:
             # ties as the model breaks them: 128 rows, alone (stream-K, which it proposes only in pairs: pairs),
             # wider, whole tiles first
             return (round(combine(sm, module["dram_cost"](*shape, plan)), 6), -plan.tile_m,
-                    -plan.cluster if plan.sk_units else plan.cluster,
+                    -plan.cluster if plan.sk_units and not plan.splits_k else plan.cluster,
                     -plan.tile_n, plan.sk_units > 0)
         pick, best = min(plans, key=key), min(plans, key=plans.get)
         found[shape] = (pick, best, plans[pick] / plans[best])

@@ -59,11 +59,12 @@ def draw_shape(rng: random.Random) -> tuple[int, int, int]:
 
 
 def draw_plan(rng: random.Random) -> str:
-    """A name check_and_time.forced_plan understands: dpW / skW, an r64 (64-row CTAs), a c1 (lone CTAs), and on
-    some stream-K plans a kS (split-K, S ranges a tile; a shape with too many tiles for it skips it)."""
+    """A name check_and_time.forced_plan understands: dpW / skW, an r64 (64-row CTAs), a c1 (lone CTAs), on some
+    stream-K plans a kS (split-K, S ranges a tile, of unequal length where S does not divide the K tiles; a shape
+    with too many tiles for it skips it), and on a quarter an x (A and B swapped)."""
     kind = rng.choice(("dp", "sk"))
     return (kind + str(rng.choice(WIDTHS)) + rng.choice(("", "r64")) + rng.choice(("", "c1"))
-            + (rng.choice(("", "", "k2", "k3")) if kind == "sk" else ""))
+            + (rng.choice(("", "", "k2", "k3", "k5")) if kind == "sk" else "") + rng.choice(("", "", "", "x")))
 
 
 def check(step: int, shape, sm_count: int, plan: str | None, impl: Path, seed: int) -> dict:

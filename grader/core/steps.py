@@ -125,10 +125,10 @@ def _cluster_step(number: int, topic: str, tile_m: int, tile_n: int) -> StepSpec
 # Steps 11-12 take any M, and N and K multiples of 8. Their correctness shapes: one row; M and N
 # ragged by a few rows and columns, with K = 8 (less than one K tile) and K % 64 != 0; primes for M;
 # 1000 tokens; one cluster tile hanging over every edge; a K-heavy shape whose four tiles leave most
-# SMs idle (step 12 deals it as stream-K), and an LLM layer at 256 tokens (step 12: narrow whole tiles);
-# and more tiles than clusters with ragged edges on all sides. Step 12 takes CTA pairs where K % 16 != 0 (rows of
-# A and B off 32-byte boundaries) and, at most other shapes, lone CTAs: the largest shape (the CPU grade's static
-# check) has K % 16 == 0 and the smallest K = 8, so that a CPU grade simulates both.
+# SMs idle (step 12 deals it as split-K x3, its K tiles in ranges of 22, 22 and 21), and an LLM layer at 256 tokens
+# (step 12: narrow whole tiles); and more tiles than clusters with ragged edges on all sides. Step 12 takes CTA
+# pairs where K % 16 != 0 (rows of A and B off 32-byte boundaries) and at stream-K, and lone CTAs at most other
+# shapes: a CPU grade simulates both at the correctness shapes, and checks the largest (step 12's stream-K one).
 RAGGED_RULE = ShapeRule((1, 8, 8), ragged=True)
 _RAGGED_SHAPES = (
     (1, 8, 8),
@@ -143,8 +143,11 @@ _RAGGED_SHAPES = (
 # prime, through a 12296-wide layer (D^T's last row of tiles ragged), with K % 16 != 0 (CTA pairs)
 _SWAPPED_SHAPES = ((137, 12296, 1032),)
 # and where it cuts every tile's K tiles in two (split-K): 72 tokens through a K-heavy layer, M, N (one 8-column
-# tile past 2048) and K (K % 16 != 0) ragged
+# tile past 2048) and K (K % 16 != 0) ragged; 257x264x4104 above it cuts in three ranges of unequal length
 _SPLIT_K_SHAPES = ((72, 2056, 4168),)
+# and where its units cross tiles (stream-K after two waves of whole tiles: 133 tiles of 256x128 on 66 pairs, the
+# last 67 in 66 ranges of 48-49 K tiles), M and N ragged: split-K took the small shapes that stream-K had
+_STREAM_K_SHAPES = ((1751, 2312, 3072),)
 _MODEL_TIMING = ((256, 4096, 4096), (1000, 4096, 4096))
 # Step 12 is timed where a box of A past the matrix would set the time (TMA fills its rows there with zeros): at a
 # decode batch, one token through a 4096x14336 layer (a box of 64 rows ran 1.5x the reference's time on an H200),
@@ -172,7 +175,7 @@ for _track_steps in STEPS.values():
         number: StepSpec(number, topic, RAGGED_RULE, shapes, timing, takes_sm_count=True)
         for number, topic, shapes, timing in (
             (11, "ragged_edges", _RAGGED_SHAPES, _SQUARE_TIMING + _MODEL_TIMING),
-            (12, "stream_k", _RAGGED_SHAPES + _SWAPPED_SHAPES + _SPLIT_K_SHAPES,
+            (12, "stream_k", _RAGGED_SHAPES + _SWAPPED_SHAPES + _SPLIT_K_SHAPES + _STREAM_K_SHAPES,
              _SQUARE_TIMING + _MODEL_TIMING + _EDGE_TIMING))})
 
 # Pass rule without a reference solution to compare with: the step's speed must reach this share

@@ -28,6 +28,10 @@ BLK_K = 64
 # matters: a unit's fixup costs about 27 K iterations.
 ITERATION_COST = {256: 2.6}
 FIXUP_COST = {256: 70.0}
+# split-K's, a partial sum read and added. Hopper prices it at a seventh of FIXUP_COST, fitted on an H200 where DRAM
+# time is weighed beside the SMs' (experiments/every_shape/README.md, "Split-K alone"); this model weighs the SMs'
+# alone, and with that price took split-K at 2048^3 and 1000^3: kept at FIXUP_COST until a Blackwell GPU measures it
+SPLIT_K_FIXUP_COST = FIXUP_COST
 
 
 
@@ -50,6 +54,9 @@ class Decomposition:
     clusters: int
     sk_tiles: int
     sk_units: int
+    # split-K: each tile's K tiles cut into `splits` ranges (the first k_tiles % splits one K tile longer), one per
+    # cluster, sk_units = splits x tiles; 0: stream-K's ranges, cut end to end across the tiles
+    splits: int = 0
 
     @property
     def iterations_per_unit(self) -> int:
@@ -64,17 +71,18 @@ class Decomposition:
         """The busiest cluster's time in the units of ITERATION_COST."""
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
-        fixups = 0
-        if self.sk_units:  # a split-K tile's final range adds the partial sums of its other ranges
-            fixups = self.sk_units // self.sk_tiles - 1 if self.splits_k else 1
+        if self.splits_k:  # a tile's final range adds the partial sums of its other ranges
+            range_each = -(-self.k_tiles // self.splits)
+            fixup = (self.splits - 1) * SPLIT_K_FIXUP_COST[self.tile_n]
+        else:
+            fixup = FIXUP_COST[self.tile_n] if self.sk_units else 0.0
         iterations = whole_tiles_each * self.k_tiles + range_each
-        return iterations * ITERATION_COST[self.tile_n] + fixups * FIXUP_COST[self.tile_n]
+        return iterations * ITERATION_COST[self.tile_n] + fixup
 
     @property
     def splits_k(self) -> bool:
-        """Stream-K over every tile whose ranges are equal parts of each tile: a range ends at its tile's edge."""
-        every_tile = self.sk_units > 0 and self.sk_tiles == self.tiles
-        return every_tile and self.sk_units % self.sk_tiles == 0 and self.extra == 0
+        """Stream-K over every tile in ranges that end at a tile's edge: `splits` of them a tile."""
+        return self.splits > 0
 
     @property
     def margin(self) -> float:
@@ -88,7 +96,7 @@ class Decomposition:
         if self.sk_tiles == 0:
             return "data-parallel"
         if self.splits_k:
-            return f"split-K x{self.sk_units // self.sk_tiles}"
+            return f"split-K x{self.splits}"
         return "stream-K"
 # <<< TODO 12.1
 
@@ -144,12 +152,11 @@ def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int)
 
 
 def split_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int) -> list[Decomposition]:
-    """CUTLASS's SplitK: where the tiles are at most half the clusters, every tile's K tiles cut into S equal
-    ranges, S clusters a tile (S dividing k_tiles, no range shorter than MIN_K_TILES_PER_UNIT): a range ends at
-    its tile's edge, so a cluster has one piece of one tile, and a tile's final range adds S - 1 partial sums."""
-    return [Decomposition(tile_n, cluster, tiles, k_tiles, clusters, tiles, tiles * splits)
-            for splits in range(2, clusters // tiles + 1)
-            if k_tiles % splits == 0 and k_tiles // splits >= MIN_K_TILES_PER_UNIT]
+    """CUTLASS's SplitK: where the tiles are at most half the clusters, every tile's K tiles cut into S ranges of
+    equal length or one K tile longer, S clusters a tile (no range shorter than MIN_K_TILES_PER_UNIT): a range ends
+    at its tile's edge, so a cluster has one piece of one tile, and a tile's final range adds S - 1 partial sums."""
+    return [Decomposition(tile_n, cluster, tiles, k_tiles, clusters, tiles, tiles * splits, splits=splits)
+            for splits in range(2, clusters // tiles + 1) if k_tiles // splits >= MIN_K_TILES_PER_UNIT]
 # <<< TODO 12.3
 
 
@@ -193,11 +200,18 @@ class WorkUnits:
     # >>> TODO 12.5: the order of a cluster's units: the first, the next, the end
     @T.inline
     def init(self, cluster):
-        IPU = T.meta_var(self.plan.iterations_per_unit)
-        EXTRA = T.meta_var(self.plan.extra)
-        self.range_begin = cluster * IPU + T.min(cluster, EXTRA)
+        if self.plan.splits_k:  # range `part` of tile cluster // S, the first K_TILES % S one K tile longer
+            S, K_TILES = T.meta_var(self.plan.splits), T.meta_var(self.plan.k_tiles)
+            IPU, EXTRA = T.meta_var(K_TILES // S), T.meta_var(K_TILES % S)
+            part = T.meta_var(cluster % S)
+            self.range_begin = cluster // S * K_TILES + part * IPU + T.min(part, EXTRA)
+            range_length = T.meta_var(IPU + T.Select(part < EXTRA, 1, 0))
+        else:  # the tiles' iterations end to end, cut into sk_units ranges, the first `extra` one longer
+            IPU, EXTRA = T.meta_var(self.plan.iterations_per_unit), T.meta_var(self.plan.extra)
+            self.range_begin = cluster * IPU + T.min(cluster, EXTRA)
+            range_length = T.meta_var(IPU + T.Select(cluster < EXTRA, 1, 0))
         if cluster < self.plan.sk_units:
-            self._segment_ending_at(self.range_begin + IPU + T.Select(cluster < EXTRA, 1, 0))
+            self._segment_ending_at(self.range_begin + range_length)
         else:
             self._data_parallel(self.plan.sk_tiles + cluster)
 
@@ -220,6 +234,8 @@ class WorkUnits:
         IPU, EXTRA = self.plan.iterations_per_unit, self.plan.extra
         if IPU == 0:  # no stream-K tiles: every tile is its own first and final split
             return self.plan.clusters
+        if self.plan.splits_k:
+            return self.tile * self.plan.splits
         first = self.tile * self.plan.k_tiles
         return T.Select(first < EXTRA * (IPU + 1), first // (IPU + 1), EXTRA + (first - EXTRA * (IPU + 1)) // IPU)
     # <<< TODO 12.6

@@ -70,6 +70,13 @@ def fixup_cost(rows: int, width: int) -> float:
     return 0.275 * width * rows / 128
 
 
+# Split-K's fixup, per 128 x 128 of partial sums added: a seventh of stream-K's. Its ranges run side by side and end
+# together, so the final one reads each partial sum once, where stream-K's waits on ranges that began later. Fitted
+# on an H200 (forced plans at six shapes of 176-256 tokens, experiments/every_shape/README.md, "Split-K alone"):
+# with it the model picks the fastest timed plan at 5 of 6, with stream-K's price at 1.
+SPLIT_K_FIXUP_COST = 5.0
+
+
 # A tile's writeback goes in rounds of registers -> staging -> TMA store, each waiting for the one before it to have
 # left shared memory (TODO 12.15). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
 # (docs/measurements.md); widths of 176, 208 and 224 columns, three or four rounds, ran 2-3% slower per column than
@@ -104,8 +111,9 @@ class Decomposition:
     The tiles (in the scheduler's L2-grouped order) split in two: the first `sk_tiles` are
     stream-K tiles, whose sk_tiles * k_tiles iterations are cut into `sk_units` contiguous ranges,
     one per cluster 0..sk_units-1 (the first `extra` ranges one iteration longer); the rest are
-    data-parallel tiles, dealt whole, round robin, to all clusters after their range. Split-K is
-    the case where the ranges fall on equal parts of each tile; data-parallel the case sk_tiles = 0.
+    data-parallel tiles, dealt whole, round robin, to all clusters after their range. Split-K
+    (splits > 0) cuts each tile's K tiles apart instead, `splits` ranges a tile; data-parallel is the case
+    sk_tiles = 0.
     """
 
     tile_m: int  # rows of a CTA tile
@@ -120,6 +128,9 @@ class Decomposition:
     # the kernel computes D^T = B A^T: its rows (tile_m) are B's, its columns (tile_n) A's; every field above is
     # of that problem, N x M
     swap_ab: bool = False
+    # split-K: each tile's K tiles cut into `splits` ranges (the first k_tiles % splits one K tile longer), one per
+    # cluster, sk_units = splits x tiles; 0: stream-K's ranges, cut end to end across the tiles
+    splits: int = 0
 
     @property
     def iterations_per_unit(self) -> int:
@@ -136,9 +147,11 @@ class Decomposition:
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
         writebacks = whole_tiles_each + (1 if self.sk_units else 0)
-        if self.streams_every_tile:  # a split-K tile's final range adds the partial sums of its other ranges
-            fixups = self.sk_units // self.sk_tiles - 1 if self.splits_k else 1
-            iterations, fixup = range_each, fixups * fixup_cost(self.tile_m, self.tile_n)
+        if self.splits_k:  # a tile's final range adds the partial sums of its other ranges
+            iterations = -(-self.k_tiles // self.splits)
+            fixup = (self.splits - 1) * SPLIT_K_FIXUP_COST * self.tile_m * self.tile_n / 128 ** 2
+        elif self.streams_every_tile:
+            iterations, fixup = range_each, fixup_cost(self.tile_m, self.tile_n)
         else:  # whole tiles, then (if any) stream-K over the last waves
             iterations, fixup = whole_tiles_each * self.k_tiles + range_each * STREAM_K_TAIL_COST, 0.0
         return (iterations * iteration_cost(self.tile_m, self.tile_n, self.cluster, self.rows_aligned) + fixup
@@ -151,8 +164,8 @@ class Decomposition:
 
     @property
     def splits_k(self) -> bool:
-        """Stream-K over every tile whose ranges are equal parts of each tile: a range ends at its tile's edge."""
-        return self.streams_every_tile and self.sk_units % self.sk_tiles == 0 and self.extra == 0
+        """Stream-K over every tile in ranges that end at a tile's edge: `splits` of them a tile."""
+        return self.splits > 0
 
     @property
     def margin(self) -> float:
@@ -167,7 +180,7 @@ class Decomposition:
         if self.sk_tiles == 0:
             return "data-parallel"
         if self.splits_k:
-            return f"split-K x{self.sk_units // self.sk_tiles}"
+            return f"split-K x{self.splits}"
         return "stream-K"
 # <<< TODO 12.1
 
@@ -182,7 +195,8 @@ STREAM_K_MARGIN = 1.15
 # three where two would do. It ran 0.3-12% faster than the stream-K it replaced at the twelve shapes of 96-256 tokens
 # timed (256x3584x14336 0.89x -> 0.95x cuBLAS, where cuBLAS runs split-K x2). Against whole tiles that fill the GPU
 # its fixup costs more than the model counts (128x4096x14336: 64-wide whole tiles 1.04x, split-K x2 over 128-wide
-# ones 1.01x): this margin keeps them there (H200, experiments/every_shape/README.md, "Split-K").
+# ones 1.01x), which this margin kept there until split-K's fixup was repriced (SPLIT_K_FIXUP_COST; now split-K x3
+# alone, 1.00x: a loss the model does not see; H200, experiments/every_shape/README.md, "Split-K" and "Split-K alone").
 SPLIT_K_MARGIN = 1.01
 # Stream-K after waves of whole tiles (many rows): each cluster's range runs at other K offsets than the other
 # clusters', so fewer of its loads are found in the L2 (4096^3: 196 MB read from DRAM, whole tiles 145). An
@@ -208,13 +222,14 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     transpose (N x M: A and B swapped), on a tie the first. A swapped tile puts the tokens on wgmma's n, a multiple
     of 16, where a straight one pads them to 64 or 128 rows and loads B's tile once for every row of tiles; swapped
     tiles only SWAPPED_WIDTHS wide, and not stream-K over every tile, the model's least sure plan (swapped, it ran
-    0.93-1.02x the straight plan at six shapes; 128x3584x18944 0.94x cuBLAS against 1.01x). At the 18 of 23 layer
+    0.93-1.02x the straight plan at six shapes; 128x3584x18944 0.94x cuBLAS against 1.01x), but split-K (cuBLAS's
+    plan at 176x3584x18944: swapped 128x176 tiles, split-K; step 12 swapped split-K x4 alone 0.95x, 0.85x before). At the 18 of 23 layer
     shapes of 129-1079 tokens, drawn apart from the rule, where it swaps: 0.902x -> 0.963x cuBLAS in geometric mean,
     16 faster (516x22016x4096 0.80x -> 0.94x, 160x28672x4096 0.85x -> 0.97x), two slower by at most 1.4%; at the
     eight it was found at 0.904x -> 0.960x (136x28672x8192 0.83x -> 0.97x, 8192x3584x18944 1.00x -> 1.02x). H200,
     experiments/every_shape/README.md, "A and B swapped"."""
     swapped = [dataclasses.replace(plan, swap_ab=True) for plan in candidate_plans(N, M, K, sm_count, SWAPPED_WIDTHS)
-               if not plan.streams_every_tile]
+               if plan.splits_k or not plan.streams_every_tile]
     return min(candidate_plans(M, N, K, sm_count, TILE_WIDTHS) + swapped,
                key=lambda plan: estimated_time(M, N, K, plan))
 
@@ -240,7 +255,7 @@ def candidate_plans(M: int, N: int, K: int, sm_count: int, widths: tuple[int, ..
     the model counts and the GPU confirms (256x4096x4088: 0.82x -> 0.98x cuBLAS; faster at all nine shapes timed,
     experiments/every_shape/h200-rows64-misaligned)."""
     k_tiles, rows_aligned = -(-K // BLK_K), K % 16 == 0
-    candidates = []
+    candidates, split_k_alone = [], []
     for rows in TILE_ROWS:
         if rows < 128 and M > 192 and rows_aligned:
             continue
@@ -252,8 +267,12 @@ def candidate_plans(M: int, N: int, K: int, sm_count: int, widths: tuple[int, ..
                 if cluster > 1:  # stream-K alone ran 0.66x cuBLAS where pairs ran 0.95x (256x3584x18944)
                     candidates.append(stream_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows,
                                                rows_aligned))
-                    candidates += split_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows, rows_aligned)
-    return candidates
+                # split-K alone too (H200: 150x3072x24576 swapped x5 alone 0.97x, in pairs 0.90x before): first where
+                # one column of tiles holds all of N (the operand a pair shares is read by every CTA and stays in the
+                # L2; swapped, 1.5-3% faster alone at five shapes), else last, so that a tie keeps the pair
+                (candidates if cluster > 1 or N <= tile_n else split_k_alone).extend(
+                    split_k(tile_n, cluster, tiles, k_tiles, sm_count // cluster, rows, rows_aligned))
+    return candidates + split_k_alone
 # <<< TODO 12.2
 
 
@@ -281,12 +300,12 @@ def stream_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int,
 
 def split_k(tile_n: int, cluster: int, tiles: int, k_tiles: int, clusters: int, tile_m: int,
             rows_aligned: bool) -> list[Decomposition]:
-    """CUTLASS's SplitK: where the tiles are at most half the clusters, every tile's K tiles cut into S equal
-    ranges, S clusters a tile (S dividing k_tiles, no range shorter than MIN_K_TILES_PER_UNIT): a range ends at
-    its tile's edge, so a cluster has one piece of one tile, and a tile's final range adds S - 1 partial sums."""
-    return [Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, tiles, tiles * splits, rows_aligned)
-            for splits in range(2, clusters // tiles + 1)
-            if k_tiles % splits == 0 and k_tiles // splits >= MIN_K_TILES_PER_UNIT]
+    """CUTLASS's SplitK: where the tiles are at most half the clusters, every tile's K tiles cut into S ranges of
+    equal length or one K tile longer, S clusters a tile (no range shorter than MIN_K_TILES_PER_UNIT): a range ends
+    at its tile's edge, so a cluster has one piece of one tile, and a tile's final range adds S - 1 partial sums."""
+    return [Decomposition(tile_m, tile_n, cluster, tiles, k_tiles, clusters, tiles, tiles * splits, rows_aligned,
+                          splits=splits)
+            for splits in range(2, clusters // tiles + 1) if k_tiles // splits >= MIN_K_TILES_PER_UNIT]
 # <<< TODO 12.3
 
 
@@ -330,11 +349,18 @@ class WorkUnits:
     # >>> TODO 12.5: the order of a cluster's units: the first, the next, the end
     @T.inline
     def init(self, cluster):
-        IPU = T.meta_var(self.plan.iterations_per_unit)
-        EXTRA = T.meta_var(self.plan.extra)
-        self.range_begin = cluster * IPU + T.min(cluster, EXTRA)
+        if self.plan.splits_k:  # range `part` of tile cluster // S, the first K_TILES % S one K tile longer
+            S, K_TILES = T.meta_var(self.plan.splits), T.meta_var(self.plan.k_tiles)
+            IPU, EXTRA = T.meta_var(K_TILES // S), T.meta_var(K_TILES % S)
+            part = T.meta_var(cluster % S)
+            self.range_begin = cluster // S * K_TILES + part * IPU + T.min(part, EXTRA)
+            range_length = T.meta_var(IPU + T.Select(part < EXTRA, 1, 0))
+        else:  # the tiles' iterations end to end, cut into sk_units ranges, the first `extra` one longer
+            IPU, EXTRA = T.meta_var(self.plan.iterations_per_unit), T.meta_var(self.plan.extra)
+            self.range_begin = cluster * IPU + T.min(cluster, EXTRA)
+            range_length = T.meta_var(IPU + T.Select(cluster < EXTRA, 1, 0))
         if cluster < self.plan.sk_units:
-            self._segment_ending_at(self.range_begin + IPU + T.Select(cluster < EXTRA, 1, 0))
+            self._segment_ending_at(self.range_begin + range_length)
         else:
             self._data_parallel(self.plan.sk_tiles + cluster)
 
@@ -357,6 +383,8 @@ class WorkUnits:
         IPU, EXTRA = self.plan.iterations_per_unit, self.plan.extra
         if IPU == 0:  # no stream-K tiles: every tile is its own first and final split
             return self.plan.clusters
+        if self.plan.splits_k:
+            return self.tile * self.plan.splits
         first = self.tile * self.plan.k_tiles
         return T.Select(first < EXTRA * (IPU + 1), first // (IPU + 1), EXTRA + (first - EXTRA * (IPU + 1)) // IPU)
     # <<< TODO 12.6
@@ -377,8 +405,8 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     9-11), the tile width (TILE_WIDTHS: a multiple of 16 from 32 to 256 columns), which way the tiles face
     (D's, or D^T's where A and B are swapped: the kernel then runs the N x M problem D^T = B A^T, its rows
     loaded from B and its columns from A) and how each tile's K tiles are dealt: whole (data-parallel), or cut
-    into one contiguous range of K iterations per cluster (stream-K; split-K is the case where the ranges are
-    equal parts of each tile). `plan` replaces that choice (experiments/every_shape times the others).
+    into one contiguous range of K iterations per cluster (stream-K), or each tile's into the same number of
+    ranges (split-K). `plan` replaces that choice (experiments/every_shape times the others).
 
     Data path: step 11's, per work unit instead of per tile. A unit is (tile, k_begin, k_end) from
     WorkUnits, which the producer and both consumers walk alike (the same units, the same K tiles:

@@ -13,7 +13,7 @@ The kernel is step 11's solution; the TODOs are the host's choice (12.1-12.3), a
 (12.4-12.6) and the places in the kernel where a unit, not a tile, matters, or a ragged edge costs time
 (12.7-12.15).
 `make grade STEP=12` runs it at shapes where it deals whole tiles and where it must share them
-(257x264x4104: 15 tiles of 65 K tiles for 132 SMs).
+(257x264x4104: 18 pair tiles of 65 K tiles for 66 pairs; 1751x2312x3072: two waves of tiles and one more tile).
 """
 
 import dataclasses
@@ -110,11 +110,11 @@ todo("12.1 a plan: what the host decides for one shape")
 # TODO 12.2: the host's choice
 #   plan_decomposition(M, N, K, sm_count): the plan the kernel runs when `plan` is None. Weigh every CTA height, cluster
 #   size and tile width, as whole tiles and as stream-K, by their cost; stream-K over every tile only where it promises
-#   a clear margin (its cost grows with K faster than the model counts), stream-K only in pairs (alone it ran 0.66x
-#   cuBLAS where pairs ran 0.95x, at 256x3584x18944), and weigh each plan's DRAM traffic with it, in units of
-#   DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs only where
-#   M <= 192 or rows are misaligned (at more aligned rows they ran slower than the model says); of equal costs keep
-#   the earlier. And weigh the transposed problem (N x M: A and B swapped, in tiles SWAPPED_WIDTHS wide) the same way:
+#   a clear margin (its cost grows with K faster than the model counts), stream-K across tiles only in pairs (alone
+#   it ran 0.66x cuBLAS where pairs ran 0.95x, at 256x3584x18944), and weigh each plan's DRAM traffic with it, in
+#   units of DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs
+#   only where M <= 192 or rows are misaligned (at more aligned rows they ran slower than the model says); of equal
+#   costs keep the earlier. And weigh the transposed problem (N x M: A and B swapped, in tiles SWAPPED_WIDTHS wide) the same way:
 #   at few tokens a straight tile pads them to 64 or 128 rows and loads B's tile once for every row of tiles.
 #   The grid is sm_count CTAs, one per SM.
 todo("12.2 the host's choice")
@@ -123,7 +123,8 @@ todo("12.2 the host's choice")
 # TODO 12.3: stream-K over the last waves
 #   A helper of TODO 12.2 (the reference calls it stream_k): the plan that cuts the K iterations of the last tiles into
 #   one contiguous range per cluster, so that the clusters finish together, or whole tiles where that does not pay (a
-#   range so short that its fixup costs more than it saves does not).
+#   range so short that its fixup costs more than it saves does not). Where the tiles are at most half the clusters,
+#   ranges that end at a tile's edge (split-K) give a tile fewer contributors: the plans that do so are yours too.
 todo("12.3 stream-K over the last waves")
 
 
