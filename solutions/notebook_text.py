@@ -256,8 +256,8 @@ Data-parallel, split-K and stream-K are not three kernels but three outputs of t
 (`Decomposition`): the first `sk_tiles` tiles (in the scheduler's order) have their
 `sk_tiles x k_tiles` iterations cut into `sk_units` contiguous ranges, one per cluster, the first
 `extra` ranges one iteration longer; the remaining tiles are dealt whole, round robin. `sk_tiles = 0`
-is data-parallel; ranges that fall on equal parts of each tile are split-K; anything else is
-stream-K (CUTLASS's sm90 rule: the last partial wave plus one full wave, ranges of at least 8 K
+is data-parallel; `splits > 0` is split-K, each tile's K tiles cut apart into `splits` ranges (equal, or the
+first `k_tiles % splits` one K tile longer); anything else is stream-K (CUTLASS's sm90 rule: the last partial wave plus one full wave, ranges of at least 8 K
 tiles, `MIN_K_TILES_PER_UNIT`)."""
 
 _STEP_12_PLAN = """\
@@ -267,12 +267,12 @@ persistent clusters. It tries every CTA height (128 rows, its consumers 64 each;
 K % 16 != 0, 64 rows, its consumers half the columns each), every cluster size (one CTA alone, a plain launch, or a
 CTA pair sharing B) and every tile width (`TILE_WIDTHS`: the multiples of 16 from 32 to 256 columns), each as whole
 tiles, as stream-K and, where the tiles are at most half the clusters, as split-K (`split_k`: every tile's K tiles in
-S equal ranges), and keeps the plan that finishes first by a cost model: its **busiest cluster's**
+S ranges, equal or one K tile longer; on Hopper for lone CTAs and swapped tiles too), and keeps the plan that finishes first by a cost model: its **busiest cluster's**
 K iterations at `iteration_cost(rows, w, cluster, rows_aligned)` each (a smooth maximum of the wgmma's
 rows x w / 32 cycles, the 2(rows + w) cycles its operands take to arrive and, where K % 16 != 0 leaves every
 other row of A and B off a 32-byte boundary, the TMA unit's 3.3 cycles for each row the CTA issues, half of B in
 a pair; fitted to the times measured on an H200), plus each tile's writeback, plus `fixup_cost` for a cluster that
-shares a tile; and the plan's `dram_cost` (A, B and D once, stream-K's partial sums once) weighed with it.
+shares a tile (Hopper prices split-K's partial sums at a seventh of it, `SPLIT_K_FIXUP_COST`); and the plan's `dram_cost` (A, B and D once, stream-K's partial sums once) weighed with it.
 Stream-K over every tile must win by `STREAM_K_MARGIN` (15%), since at large K it costs more than the model
 counts; split-K by `SPLIT_K_MARGIN` (1%): none of its ranges begins in one tile and ends in the next, and a tile
 has S contributors, not three where two would do (256x3584x14336 on an H200: split-K x2 0.95x cuBLAS, stream-K

@@ -55,7 +55,7 @@ def test_no_finding_on_a_reference_solution_at_any_grader_shape(track, step):
 
 # ---- step 12's fixup through global memory: the whole grid simulated, at every kind of plan ----
 
-STREAM_K_SHAPE = (257, 264, 4104)  # the correctness shape that step 12 deals as stream-K at 132 SMs
+FIXUP_SHAPE = (257, 264, 4104)  # a correctness shape where step 12 shares tiles: Hopper split-K x3, Blackwell stream-K
 
 
 def _step12_plans():
@@ -72,7 +72,7 @@ def _step12_plans():
         ("stream-K-then-whole-tiles-cluster-2", (768, 384, 512), 8, ("stream_k", 128, 2, 9, 8, 4, 128, True)),
         # CTA tiles of 64 rows (M <= 128), their consumers on half the columns each: 3 tiles of 16 K tiles on 4 pairs
         ("stream-K-64-row-tiles-cluster-2", (128, 192, 1024), 8, ("stream_k", 64, 2, 3, 16, 4, 64, True)),
-        ("stream-K-132-sms", STREAM_K_SHAPE, 132, ("plan_decomposition", *STREAM_K_SHAPE, 132)),
+        ("split-K-uneven-132-sms", FIXUP_SHAPE, 132, ("plan_decomposition", *FIXUP_SHAPE, 132)),
         # boxes cut at the edges: the last row of pairs holds 100 rows (CTA 1's box of A lies past M) and the last
         # column 8 (CTA 1's half of B lies past N: it still loads, or its peer's stage would not wait on it)
         ("ragged-whole-tiles-cluster-2", (100, 200, 512), 8, ("Decomposition", 128, 96, 2, 3, 8, 4, 0, 0, True)),
@@ -118,7 +118,7 @@ def test_step_12s_fixup_is_simulated_and_sound_at_every_kind_of_plan(shape, sm_c
     # 9 tiles on 4 clusters: 5 stream-K tiles (4 ranges of 10 K tiles), then 4 whole ones, dealt round robin
     ((1536, 768, 512), 8, ("stream_k", 256, 2, 9, 8, 4)),
     # 2 tiles of 65 K tiles over 16 of the 74 clusters: ranges of 8 and 9, the others idle
-    (STREAM_K_SHAPE, 148, ("plan_decomposition", *STREAM_K_SHAPE, 148)),
+    (FIXUP_SHAPE, 148, ("plan_decomposition", *FIXUP_SHAPE, 148)),
     # 2 tiles of 17 K tiles on 4 pairs; M = 300 and N = 264 cut CTA 0's second box of A and its box of B, and put
     # CTA 1's past them
     ((300, 264, 1088), 8, ("stream_k", 256, 2, 2, 17, 4)),
@@ -259,13 +259,13 @@ MUTATIONS = {
         "waits on ld2mma[0] for phase 0"]),
     "shared_named_barrier": (("hopper",), 10, (512, 512, 192), SHARED_EPILOGUE_BAR, "named_barrier", [
         "named barrier 1 (128 threads) completed once with warps", "two groups of warps share one barrier id"]),
-    "release_before_the_barrier": (("hopper",), 12, STREAM_K_SHAPE, RELEASE_BEFORE_THE_BARRIER, "fixup", [
+    "release_before_the_barrier": (("hopper",), 12, FIXUP_SHAPE, RELEASE_BEFORE_THE_BARRIER, "fixup", [
         "reads partials (element", "and nothing orders that store before this read",
         "published by a release (every thread's stores, a barrier, a fence, then the add on the lock)"]),
-    "fence_before_the_barrier": (("hopper",), 12, STREAM_K_SHAPE, FENCE_BEFORE_THE_BARRIER, "fixup", [
-        "CTA 1, warp 4 (lane 0): adds 18 to locks[2]", "while the stores of CTA 1, warps 5-7 (all lanes) to global "
+    "fence_before_the_barrier": (("hopper",), 12, FIXUP_SHAPE, FENCE_BEFORE_THE_BARRIER, "fixup", [
+        "CTA 1, warp 4 (lane 0): adds 22 to locks[2]", "while the stores of CTA 1, warps 5-7 (all lanes) to global "
         "memory are not fenced"]),
-    "no_barrier_after_the_acquire": (("hopper",), 12, STREAM_K_SHAPE, NO_BARRIER_AFTER_THE_ACQUIRE, "fixup", [
+    "no_barrier_after_the_acquire": (("hopper",), 12, FIXUP_SHAPE, NO_BARRIER_AFTER_THE_ACQUIRE, "fixup", [
         "reads partials (element", "after an ld.acquire of the lock has seen the count (then a barrier for the "
         "threads that did not load it)"]),
 }

@@ -28,14 +28,17 @@ BLK_K = 64
 # matters: a unit's fixup costs about 27 K iterations.
 ITERATION_COST = {256: 2.6}
 FIXUP_COST = {256: 70.0}
-# split-K's, a partial sum read and added. Hopper prices it at a seventh of FIXUP_COST, fitted on an H200 where DRAM
-# time is weighed beside the SMs' (experiments/every_shape/README.md, "Split-K alone"); this model weighs the SMs'
-# alone, and with that price took split-K at 2048^3 and 1000^3: kept at FIXUP_COST until a Blackwell GPU measures it
-SPLIT_K_FIXUP_COST = FIXUP_COST
 
 
 
 # >>> TODO 12.1: a plan: what the host decides for one shape
+# split-K's fixup, a partial sum read and added. Hopper prices it at a seventh of FIXUP_COST, fitted on an H200 where
+# DRAM time is weighed beside the SMs' (experiments/every_shape/README.md, "Split-K alone"); this model weighs the
+# SMs' alone, and with that price took split-K at 2048^3 and 1000^3: kept at FIXUP_COST until a Blackwell GPU
+# measures it
+SPLIT_K_FIXUP_COST = FIXUP_COST
+
+
 @dataclasses.dataclass(frozen=True)
 class Decomposition:
     """How the K iterations of every tile are dealt to the persistent clusters.
@@ -43,8 +46,9 @@ class Decomposition:
     The tiles (in the scheduler's L2-grouped order) split in two: the first `sk_tiles` are
     stream-K tiles, whose sk_tiles * k_tiles iterations are cut into `sk_units` contiguous ranges,
     one per cluster 0..sk_units-1 (the first `extra` ranges one iteration longer); the rest are
-    data-parallel tiles, dealt whole, round robin, to all clusters after their range. Split-K is
-    the case where the ranges fall on equal parts of each tile; data-parallel the case sk_tiles = 0.
+    data-parallel tiles, dealt whole, round robin, to all clusters after their range. Split-K
+    (splits > 0) cuts each tile's K tiles apart instead, `splits` ranges a tile; data-parallel is the case
+    sk_tiles = 0.
     """
 
     tile_n: int  # columns of a cluster tile
@@ -117,7 +121,7 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     the earlier (whole tiles first). Hopper's plan also weighs narrower tiles and lone CTAs; here the cluster
     tile stays the pair's 512x256 (CLUSTER_SIZES and TILE_WIDTHS hold one value each), so the choice is how the
     K tiles are dealt: stream-K evens out the last wave, at the price of a fixup per unit; split-K, where the
-    tiles are at most half the clusters, cuts each tile's K tiles into equal ranges."""
+    tiles are at most half the clusters, cuts each tile's K tiles into ranges, equal or one K tile longer."""
     k_tiles = -(-K // BLK_K)
     candidates = []
     for cluster in CLUSTER_SIZES:
@@ -255,7 +259,7 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
 
     The host (plan_decomposition, once per shape) picks how each 512x256 cluster tile's K tiles are
     dealt: whole (data-parallel, step 11), or cut into one contiguous range of K iterations per
-    cluster (stream-K; split-K is the case where the ranges are equal parts of each tile). `plan`
+    cluster (stream-K), or each tile's into the same number of ranges (split-K). `plan`
     replaces that choice. Unlike Hopper's, the plan keeps step 11's cluster (a CTA pair: one
     tcgen05.mma.cta_group::2 per consumer) and tile width (256 columns).
 

@@ -70,12 +70,6 @@ def fixup_cost(rows: int, width: int) -> float:
     return 0.275 * width * rows / 128
 
 
-# Split-K's fixup, per 128 x 128 of partial sums added: a seventh of stream-K's. Its ranges run side by side and end
-# together, so the final one reads each partial sum once, where stream-K's waits on ranges that began later. Fitted
-# on an H200 (forced plans at six shapes of 176-256 tokens, experiments/every_shape/README.md, "Split-K alone"):
-# with it the model picks the fastest timed plan at 5 of 6, with stream-K's price at 1.
-SPLIT_K_FIXUP_COST = 5.0
-
 
 # A tile's writeback goes in rounds of registers -> staging -> TMA store, each waiting for the one before it to have
 # left shared memory (TODO 12.15). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
@@ -94,6 +88,13 @@ DRAM_BYTES_PER_UNIT = 440e3
 
 
 # >>> TODO 12.1: a plan: what the host decides for one shape
+# Split-K's fixup, per 128 x 128 of partial sums added: a seventh of stream-K's. Its ranges run side by side and end
+# together, so the final one reads each partial sum once, where stream-K's waits on ranges that began later. Fitted
+# on an H200 (forced plans at six shapes of 176-256 tokens, experiments/every_shape/README.md, "Split-K alone"):
+# with it the model picks the fastest timed plan at 5 of 6, with stream-K's price at 1.
+SPLIT_K_FIXUP_COST = 5.0
+
+
 def writeback_cost(rows: int, width: int) -> float:
     """A tile's writeback: 128-column rounds where a consumer's columns are a multiple of 128, else 64-column
     ones and one more for the rest (TODO 12.15). A swapped tile's one box is priced as the straight tile of its

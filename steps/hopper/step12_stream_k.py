@@ -123,8 +123,8 @@ todo("12.2 the host's choice")
 # TODO 12.3: stream-K over the last waves
 #   A helper of TODO 12.2 (the reference calls it stream_k): the plan that cuts the K iterations of the last tiles into
 #   one contiguous range per cluster, so that the clusters finish together, or whole tiles where that does not pay (a
-#   range so short that its fixup costs more than it saves does not). Where the tiles are at most half the clusters,
-#   ranges that end at a tile's edge (split-K) give a tile fewer contributors: the plans that do so are yours too.
+#   range so short that its fixup costs more than it saves does not). With few tiles (half the clusters or fewer),
+#   ranges that stop at tile edges (split-K) leave each tile fewer contributors: plans of that kind are yours too.
 todo("12.3 stream-K over the last waves")
 
 
