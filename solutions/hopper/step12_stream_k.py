@@ -476,7 +476,10 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
     mean, 3000x3000x1000 0.761x -> 0.976x). At decode batches (M < 64) and ragged edges TMA's zero-filled rows had
     set the time (about 2.8 cycles a row and K tile): with boxes that end at the matrix, 1x4096x14336 0.68x -> 1.02x,
     8x8192x8192 0.97x -> 1.10x, 136x4096x14336 0.42x -> 0.95x, 200x4096x14336 0.58x -> 0.95x, 776x5000x2040 0.76x
-    -> 0.83x (H200, experiments/every_shape/README.md, "Decode batches" and "Ragged edges").
+    -> 0.83x (H200, experiments/every_shape/README.md, "Decode batches" and "Ragged edges"). Split-K alone, swapped
+    and in ranges of unequal length, at the 19 shapes where it changed the plan: 0.956x -> 0.992x cuBLAS in
+    geometric mean (176x3584x18944 0.85x -> 0.94x; 128x4096x14336 1.04x -> 1.00x, the largest of seven losses; H200,
+    "Split-K alone, swapped, and in ranges of unequal length").
     """
     a_type = tvm.DataType("float16")
     b_type = tvm.DataType("float16")
