@@ -82,11 +82,11 @@ VARIANT_RUNS_PLANS = {("h200-rows64-misaligned", "step12-rows64-auto"): {
     (256, 4096, 4088): "dp128r64", (333, 4096, 1000): "dp192r64", (512, 2056, 2040): "dp144r64",
     (776, 1024, 4088): "dp128r64", (1000, 1000, 1000): "dp128r64", (200, 5000, 760): "dp160r64",
     (384, 2056, 1000): "dp96r64", (256, 1024, 2040): "dp32r64", (1500, 1024, 2040): "dp208r64"}}
-# the model of 2026-12-02 before split-K alone (h200-split-k-swapped/forced: its run's own plan, twice)
-SPLIT_K_SWAPPED_OWN = {(176, 3584, 18944): "dp96r64c1", (200, 5120, 25600): "sk160k2", (200, 2560, 9728): "sk80k2",
-                       (192, 1536, 8960): "sk96r64k2", (200, 3072, 24576): "sk96k2", (256, 3584, 18944): "sk112k2"}
-VARIANT_RUNS_PLANS[("h200-split-k-swapped/forced", "step12")] = SPLIT_K_SWAPPED_OWN
-VARIANT_RUNS_PLANS[("h200-split-k-swapped/forced", "step12-auto")] = SPLIT_K_SWAPPED_OWN
+# the model of 2026-12-02 before split-K alone (h200-split-k-swapped/forced: its run's own plan, under both labels)
+for _label in ("step12", "step12-auto"):
+    VARIANT_RUNS_PLANS["h200-split-k-swapped/forced", _label] = {
+        (176, 3584, 18944): "dp96r64c1", (200, 5120, 25600): "sk160k2", (200, 2560, 9728): "sk80k2",
+        (192, 1536, 8960): "sk96r64k2", (200, 3072, 24576): "sk96k2", (256, 3584, 18944): "sk112k2"}
 COMBINATIONS = {
     "sum": lambda sm, dram: sm + dram,
     "max": max,

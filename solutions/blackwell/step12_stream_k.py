@@ -32,13 +32,6 @@ FIXUP_COST = {256: 70.0}
 
 
 # >>> TODO 12.1: a plan: what the host decides for one shape
-# split-K's fixup, a partial sum read and added. Hopper prices it at a seventh of FIXUP_COST, fitted on an H200 where
-# DRAM time is weighed beside the SMs' (experiments/every_shape/README.md, "Split-K alone"); this model weighs the
-# SMs' alone, and with that price took split-K at 2048^3 and 1000^3: kept at FIXUP_COST until a Blackwell GPU
-# measures it
-SPLIT_K_FIXUP_COST = FIXUP_COST
-
-
 @dataclasses.dataclass(frozen=True)
 class Decomposition:
     """How the K iterations of every tile are dealt to the persistent clusters.
@@ -76,8 +69,11 @@ class Decomposition:
         whole_tiles_each = -(-(self.tiles - self.sk_tiles) // self.clusters)
         range_each = -(-(self.sk_tiles * self.k_tiles) // self.sk_units) if self.sk_units else 0
         if self.splits_k:  # a tile's final range adds the partial sums of its other ranges
+            # each at FIXUP_COST: Hopper prices split-K's at a seventh, fitted on an H200 with a DRAM term beside the
+            # SMs' (experiments/every_shape/README.md, "Split-K alone"); this model weighs the SMs alone, and at that
+            # price took split-K at 2048^3 and 1000^3. Kept until a Blackwell GPU measures it
             range_each = -(-self.k_tiles // self.splits)
-            fixup = (self.splits - 1) * SPLIT_K_FIXUP_COST[self.tile_n]
+            fixup = (self.splits - 1) * FIXUP_COST[self.tile_n]
         else:
             fixup = FIXUP_COST[self.tile_n] if self.sk_units else 0.0
         iterations = whole_tiles_each * self.k_tiles + range_each

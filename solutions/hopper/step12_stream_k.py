@@ -70,7 +70,6 @@ def fixup_cost(rows: int, width: int) -> float:
     return 0.275 * width * rows / 128
 
 
-
 # A tile's writeback goes in rounds of registers -> staging -> TMA store, each waiting for the one before it to have
 # left shared memory (TODO 12.15). A round costs about this many units: step 10's two rounds took 2.5% of 4096^3
 # (docs/measurements.md); widths of 176, 208 and 224 columns, three or four rounds, ran 2-3% slower per column than
@@ -224,8 +223,8 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     of 16, where a straight one pads them to 64 or 128 rows and loads B's tile once for every row of tiles; swapped
     tiles only SWAPPED_WIDTHS wide, and not stream-K over every tile, the model's least sure plan (swapped, it ran
     0.93-1.02x the straight plan at six shapes; 128x3584x18944 0.94x cuBLAS against 1.01x), but split-K (cuBLAS's
-    plan at 176x3584x18944: swapped 128x176 tiles, split-K; step 12 swapped split-K x4 alone 0.95x, 0.85x before). At the 18 of 23 layer
-    shapes of 129-1079 tokens, drawn apart from the rule, where it swaps: 0.902x -> 0.963x cuBLAS in geometric mean,
+    plan at 176x3584x18944: swapped 128x176 tiles, split-K; step 12 swapped split-K x4 alone 0.95x, 0.85x before).
+    At the 18 of 23 layer shapes of 129-1079 tokens, drawn apart from the rule, where it swaps: 0.902x -> 0.963x cuBLAS in geometric mean,
     16 faster (516x22016x4096 0.80x -> 0.94x, 160x28672x4096 0.85x -> 0.97x), two slower by at most 1.4%; at the
     eight it was found at 0.904x -> 0.960x (136x28672x8192 0.83x -> 0.97x, 8192x3584x18944 1.00x -> 1.02x). H200,
     experiments/every_shape/README.md, "A and B swapped"."""
