@@ -644,11 +644,13 @@ def _work_placement_variants(track: str, cta_rows: str, first_uncovered: str) ->
                 "wrong", SIMULATED, todo="12.2", names=(f"no CTA of the grid stores {first_uncovered}", "ceil(M"),
                 shape=_ONE_WAVE_SHAPE),
         # every piece of a range starts at its tile's first K tile: K tiles computed twice, and the counts in the
-        # lock overshoot what the final piece waits for
+        # lock overshoot what the final piece waits for. On an H200 (2026-12-02, Hopper) the grade's outputs came out
+        # right and the timed shape 1.56x the reference's time: slow (the protocol checker names the lock)
         Variant(f"{track}-12-piece-from-the-tile-start", track, 12,
                 r"self\.k_begin = T\.max\(self\.tile \* K_TILES, self\.range_begin\) - self\.tile \* K_TILES",
                 "self.k_begin = 0",
-                "wrong", SIMULATED, todo="12.4", names=("locks[0] ends the launch",), shape=_FIXUP_SHAPE),
+                "slow" if track == "hopper" else "wrong", SIMULATED, todo="12.4", names=("locks[0] ends the launch",),
+                shape=_FIXUP_SHAPE),
         Variant(f"{track}-12-whole-tiles-one-apart", track, 12,
                 r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
                 "wrong", SIMULATED, todo="12.5", names=("stores too", "two clusters compute the same tile"),

@@ -98,11 +98,10 @@ def test_the_host_fills_the_gpu_where_step_10s_tiles_leave_it_idle():
     # N = 4608: widths of 64, 128 or 256 give 72, 36 or 18 pair tiles for 66 pairs; 80 columns give 58
     qwen_qkv = module.plan_decomposition(256, 4608, 3584, 132)
     assert qwen_qkv.sk_units == 0 and qwen_qkv.clusters >= qwen_qkv.tiles >= 0.85 * qwen_qkv.clusters
-    # a weight stream at 128 tokens and long K: split-K over lone 128-row CTAs (H200: 0.99x cuBLAS; over pairs of
-    # 64-row ones 1.00x, stream-K over them 0.992x), not stream-K across 128-row ones (0.94x on the H100, 0.61-0.66x
-    # on the H200)
+    # a weight stream at 128 tokens and long K: split-K over pairs of 64-row CTAs (H200: 0.99-1.03x cuBLAS; over lone
+    # 128-row ones 0.96-0.99x), not stream-K across 128-row ones (0.94x on the H100, 0.61-0.66x on the H200)
     qwen_down = module.plan_decomposition(128, 3584, 18944, 132)
-    assert qwen_down.tile_m == 64 or qwen_down.splits_k
+    assert qwen_down.tile_m == 64 and qwen_down.splits_k
     # stream-K only in pairs: alone it ran 0.66x cuBLAS at 256x3584x18944, in pairs 0.95x
     qwen_down_256 = module.plan_decomposition(256, 3584, 18944, 132)
     assert qwen_down_256.sk_units > 0 and qwen_down_256.cluster == 2
@@ -167,6 +166,31 @@ def test_between_129_and_192_rows_64_row_ctas_pad_fewer_rows():
         assert plan.tile_m == 64 or plan.swap_ab, shape
     for shape in ((193, 4096, 4096), (256, 4096, 4096), (264, 4096, 4096), (160, 14336, 4096)):
         assert module.plan_decomposition(*shape, 132).tile_m == 128, shape
+
+
+def test_at_most_128_tokens_64_row_ctas_straight_and_split_k_only_by_a_margin():
+    """At most FEW_TOKENS rows every plan streams B from DRAM, and the fastest timed had 64-row CTAs, straight (H200:
+    128x8192x28672 whole 64x128 tiles 1.11x cuBLAS, split-K over 128-row ones 1.09x, swapped 1.09x); split-K only by
+    a margin: rated 0.5-2.7% faster than whole 64-row tiles it ran 2-7% slower (128x4096x14336 0.99x against 1.03x),
+    rated 5-6% faster it ran faster (128x3072x24576 1.03x against 0.92x). At the 11 shapes where the rule changed the
+    plan: 0.979x -> 1.016x cuBLAS in geometric mean."""
+    module = _step12()
+    layers = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (4608, 3584), (3584, 3584), (37888, 3584),
+              (3584, 18944), (3072, 24576), (8192, 28672), (2312, 3072))
+    for m in (1, 7, 64, 65, 100, 128):
+        for n, k in layers:
+            plan = module.plan_decomposition(m, n, k, 132)
+            assert plan.tile_m == 64 and not plan.swap_ab, ((m, n, k), plan)
+    for shape, kind, width in (((1, 4096, 14336), "data-parallel", 32), ((128, 4096, 14336), "data-parallel", 64),
+                               ((128, 8192, 28672), "data-parallel", 128), ((128, 3584, 18944), "split-K x2", 112),
+                               ((128, 3072, 24576), "split-K x3", 144)):
+        plan = module.plan_decomposition(*shape, 132)
+        assert (plan.kind, plan.tile_n) == (kind, width), (shape, plan)
+    # whole 64x64 tiles keep 128 of the 132 SMs busy
+    assert module.plan_decomposition(128, 4096, 14336, 132).tiles == 128
+    # a side of the rule: the plans of 129 rows and more are the model's own, 128-row and swapped tiles among them
+    assert module.plan_decomposition(129, 8192, 8192, 132).swap_ab
+    assert module.plan_decomposition(193, 4096, 4096, 132).tile_m == 128
 
 
 def test_few_tokens_through_a_wide_layer_swap_a_and_b_in_tiles_at_least_128_wide():

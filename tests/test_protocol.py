@@ -62,7 +62,8 @@ def _step12_plans():
     """(id, shape, SM count, the plan's name in the solution): each kind of plan with each cluster size. Small
     SM counts keep the grid small; the grid run launches clusters one at a time whatever the count."""
     return [
-        ("data-parallel-cluster-1", (128, 256, 512), 4, ("plan_decomposition", 128, 256, 512, 4)),
+        # 128-row CTA tiles alone (above FEW_TOKENS rows), 4 tiles on 4 CTAs
+        ("data-parallel-cluster-1", (256, 256, 512), 4, ("plan_decomposition", 256, 256, 512, 4)),
         ("split-K-cluster-1", (128, 64, 2048), 4, ("stream_k", 64, 1, 1, 32, 4, 128, True)),
         # M <= 128: the host's choice is 64-row CTA tiles in pairs, the tile's 32 K tiles split over 2 of 4 pairs
         ("split-K-64-row-tiles-cluster-2", (128, 64, 2048), 8, ("plan_decomposition", 128, 64, 2048, 8)),

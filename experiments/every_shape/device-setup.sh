@@ -33,11 +33,13 @@ check_summary() {  # what check_step12 found, where it ran
   tail -15 $R/grade12.log 2>/dev/null
   tail -5 $R/known-bad.log 2>/dev/null
 }
-ncu_step12() {  # shape: ncu on one launch of step 12's own plan and one of cuBLAS (clocks not locked), $R/ncu-SHAPE.txt
+ncu_step12() {  # shape [plan]: ncu on one launch of step 12 (its own plan, or check_and_time.py's plan) and one of
+  # cuBLAS (clocks not locked), $R/ncu-SHAPE[-PLAN].txt
+  local name=ncu-$1${2:+-$2}
   ncu --profile-from-start off --clock-control none --section SpeedOfLight --section LaunchStats \
-    --metrics dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,sm__cycles_active.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
-    python3 experiments/every_shape/ncu_launch.py $1 > $R/ncu-$1.txt 2>&1
-  echo "ncu-$1 rc=$?" >> $R/wall.txt
+    --metrics dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,gpu__time_duration.sum,sm__cycles_active.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed \
+    python3 experiments/every_shape/ncu_launch.py $1 ${2:-} > $R/$name.txt 2>&1
+  echo "$name rc=$?" >> $R/wall.txt
 }
 ncu_summary() {  # what ncu_step12 found
   for f in $R/ncu-*.txt; do

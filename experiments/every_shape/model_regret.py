@@ -87,6 +87,44 @@ for _label in ("step12", "step12-auto"):
     VARIANT_RUNS_PLANS["h200-split-k-swapped/forced", _label] = {
         (176, 3584, 18944): "dp96r64c1", (200, 5120, 25600): "sk160k2", (200, 2560, 9728): "sk80k2",
         (192, 1536, 8960): "sk96r64k2", (200, 3072, 24576): "sk96k2", (256, 3584, 18944): "sk112k2"}
+# the rule of 2026-12-02 (h200-split-k-swapped/check and restricted): "before" the model of 87475f7, "solutions" (and
+# check's own "step12") the model of 1eb0470
+SPLIT_K_RULE_PLANS = {  # shape: (before, after)
+    (128, 4096, 14336): ("dp64r64c1", "sk96c1k3"), (128, 3584, 18944): ("sk112r64k2", "sk112c1k4"),
+    (128, 8192, 28672): ("dp64c1", "sk128c1k2"), (256, 3072, 8192): ("dp48c1", "sk96k2"),
+    (257, 264, 4104): ("sk48r64", "sk48r64k3"), (1, 4096, 14336): ("dp32r64c1", "sk96r64c1k3"),
+    (200, 3072, 24576): ("sk96k2", "sk144k3"), (320, 1536, 8960): ("sk96k2", "sk112c1k3"),
+    (150, 3072, 24576): ("sk96k2", "sk160c1k5x"), (200, 5120, 25600): ("sk160k2", "sk208c1k3x"),
+    (176, 3584, 18944): ("dp96r64c1", "sk176c1k4x"), (96, 3584, 18944): ("sk112r64k2", "sk112c1k4"),
+    (100, 3584, 18944): ("sk112r64k2", "sk112c1k4"), (100, 4096, 14336): ("dp64r64c1", "sk96c1k3"),
+    (192, 1536, 8960): ("sk96r64k2", "sk112r64c1k3"), (64, 3072, 24576): ("sk96r64k2", "sk96r64c1k4"),
+    (64, 2048, 8192): ("sk64r64k2", "sk48r64c1k3"), (200, 1536, 8960): ("sk48k2", "sk96k4"),
+    (128, 1536, 8960): ("sk48r64k2", "sk96r64k4"),
+}
+for _folder in ("h200-split-k-swapped/check", "h200-split-k-swapped/restricted"):
+    VARIANT_RUNS_PLANS[_folder, "step12-before-auto"] = {shape: plans[0] for shape, plans in SPLIT_K_RULE_PLANS.items()}
+    VARIANT_RUNS_PLANS[_folder, "step12-solutions-auto"] = {shape: plans[1]
+                                                            for shape, plans in SPLIT_K_RULE_PLANS.items()}
+VARIANT_RUNS_PLANS["h200-split-k-swapped/check", "step12"] = VARIANT_RUNS_PLANS[
+    "h200-split-k-swapped/check", "step12-solutions-auto"]
+# the model of 1eb0470 (h200-rows64-pairs: its run's own plan, under both labels)
+for _label in ("step12", "step12-auto"):
+    VARIANT_RUNS_PLANS["h200-rows64-pairs", _label] = {
+        (100, 4096, 14336): "sk96c1k3", (128, 3584, 18944): "sk112c1k4", (128, 3584, 3584): "dp64r64c1",
+        (128, 4096, 14336): "sk96c1k3", (128, 4096, 4096): "dp64r64c1", (128, 4608, 3584): "dp80r64c1",
+        (128, 6144, 4096): "dp96r64c1", (1, 4096, 14336): "sk96r64c1k3", (256, 3072, 8192): "sk96k2",
+        (96, 3584, 18944): "sk112c1k4"}
+# h200-few-tokens: forced/ ran the model of 1eb0470, check/ the model with FEW_TOKENS (its run's own plan, both labels)
+for _label in ("step12", "step12-auto"):
+    VARIANT_RUNS_PLANS["h200-few-tokens/forced", _label] = {
+        (128, 3072, 24576): "sk96c1k4", (128, 3584, 18944): "sk112c1k4", (128, 4096, 14336): "sk96c1k3",
+        (128, 5120, 25600): "sk128c1k3", (128, 8192, 28672): "sk128c1k2", (1, 4096, 14336): "sk96r64c1k3",
+        (96, 4096, 14336): "sk96c1k3"}
+    VARIANT_RUNS_PLANS["h200-few-tokens/check", _label] = {
+        (128, 12288, 768): "dp192r64c1", (128, 14336, 4096): "dp224r64c1", (128, 2312, 3072): "dp48r64c1",
+        (128, 28672, 4096): "dp224r64c1", (128, 3072, 8192): "dp48r64c1", (128, 3584, 18944): "sk112r64k2",
+        (128, 37888, 3584): "dp192r64c1", (128, 4096, 14336): "dp64r64c1", (128, 8192, 8192): "dp128r64c1",
+        (1, 8192, 28672): "dp64r64c1", (96, 8192, 28672): "dp128r64c1"}
 COMBINATIONS = {
     "sum": lambda sm, dram: sm + dram,
     "max": max,
@@ -138,9 +176,15 @@ def regrets(combine) -> dict[tuple, tuple[str, str, float]]:
         def key(name):
             plan = forced_plan(type("m", (), module), name, shape, SM_COUNT)
             sm = plan.estimated_cost * plan.margin
+            time = combine(sm, module["dram_cost"](*shape, plan))
+            # at most FEW_TOKENS rows the host weighs 64-row CTAs alone, straight (the others rank after them), and
+            # split-K by a margin
+            few_tokens = shape[0] <= module["FEW_TOKENS"]
+            if few_tokens and plan.splits_k:
+                time *= module["FEW_TOKENS_SPLIT_K_MARGIN"]
             # ties as the model breaks them: 128 rows, alone (stream-K, which it proposes only in pairs: pairs),
             # wider, whole tiles first
-            return (round(combine(sm, module["dram_cost"](*shape, plan)), 6), -plan.tile_m,
+            return (few_tokens and (plan.tile_m != 64 or plan.swap_ab), round(time, 6), -plan.tile_m,
                     -plan.cluster if plan.sk_units and not plan.splits_k else plan.cluster,
                     -plan.tile_n, plan.sk_units > 0)
         pick, best = min(plans, key=key), min(plans, key=plans.get)

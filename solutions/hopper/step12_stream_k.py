@@ -21,7 +21,7 @@ from tvm.script.tirx import tile as Tx
 from kernel_helpers.hopper import STAGE_DESC_STEP, acc_col, acc_row, encode_sw128_desc, wgmma_64xNx16
 
 # rows of a CTA tile: 128, its two consumers 64 each (as step 11); or, where M <= 192 or rows are misaligned, 64, the
-# consumers splitting its columns: twice the CTAs over the few rows there are
+# consumers splitting its columns: twice the CTAs over the few rows there are (at most FEW_TOKENS rows: 64 only)
 TILE_ROWS = (128, 64)
 # CTAs per cluster along M: one alone (a plain launch), or a pair sharing B (as step 10). Of whole tiles that cost
 # the same, alone first: on the H100 lone CTAs ran 0.2-6% faster than pairs of the same tiles at the 23 layer shapes
@@ -195,9 +195,20 @@ STREAM_K_MARGIN = 1.15
 # three where two would do. It ran 0.3-12% faster than the stream-K it replaced at the twelve shapes of 96-256 tokens
 # timed (256x3584x14336 0.89x -> 0.95x cuBLAS, where cuBLAS runs split-K x2). Against whole tiles that fill the GPU
 # its fixup costs more than the model counts (128x4096x14336: 64-wide whole tiles 1.04x, split-K x2 over 128-wide
-# ones 1.01x), which this margin kept there until split-K's fixup was repriced (SPLIT_K_FIXUP_COST; now split-K x3
-# alone, 1.00x: a loss the model does not see; H200, experiments/every_shape/README.md, "Split-K" and "Split-K alone").
+# ones 1.01x), which this margin kept there until split-K's fixup was repriced (SPLIT_K_FIXUP_COST; then split-K x3
+# alone ran 1.00x there, which FEW_TOKENS_SPLIT_K_MARGIN mends; H200, experiments/every_shape/README.md, "Split-K",
+# "Split-K alone" and "Few tokens").
 SPLIT_K_MARGIN = 1.01
+# At most FEW_TOKENS rows every plan streams B from DRAM, and the fastest timed there had 64-row CTAs, straight: at 18
+# of the 19 shapes of 96-128 tokens where 128-row or swapped tiles ran beside them, the best 64-row plan was the
+# faster, by up to 6% (128x8192x28672: whole 64x128 tiles 1.11x cuBLAS, split-K x2 over 128x128 ones 1.09x, swapped
+# 1.09x; 0.8% slower at 128x14336x4096). The model rates them the other way, for a reason not found (ncu at
+# 128x4096x14336: both plans at the same DRAM throughput), so there the host weighs 64-row CTAs alone. Of those,
+# split-K is taken only where it promises FEW_TOKENS_SPLIT_K_MARGIN over whole tiles: rated 0.5-2.7% faster than
+# them, it ran 2-7% slower (1x4096x14336, 96x4096x14336, 128x4096x14336, 128x8192x28672); rated 5-6% faster, it ran
+# 2-12% faster (128x3584x18944, 128x3072x24576). H200, experiments/every_shape/README.md, "Few tokens".
+FEW_TOKENS = 128
+FEW_TOKENS_SPLIT_K_MARGIN = 1.03
 # Stream-K after waves of whole tiles (many rows): each cluster's range runs at other K offsets than the other
 # clusters', so fewer of its loads are found in the L2 (4096^3: 196 MB read from DRAM, whole tiles 145). An
 # iteration of a range costs this much of a whole tile's, its fixup included: fitted to eight shapes of 4096 and
@@ -227,7 +238,12 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     At the 18 of 23 layer shapes of 129-1079 tokens, drawn apart from the rule, where it swaps: 0.902x -> 0.963x cuBLAS in geometric mean,
     16 faster (516x22016x4096 0.80x -> 0.94x, 160x28672x4096 0.85x -> 0.97x), two slower by at most 1.4%; at the
     eight it was found at 0.904x -> 0.960x (136x28672x8192 0.83x -> 0.97x, 8192x3584x18944 1.00x -> 1.02x). H200,
-    experiments/every_shape/README.md, "A and B swapped"."""
+    experiments/every_shape/README.md, "A and B swapped". At most FEW_TOKENS rows: 64-row CTAs alone, straight, split-K
+    only by FEW_TOKENS_SPLIT_K_MARGIN (at the 11 shapes of 1-128 tokens where that changed the plan 0.979x -> 1.016x
+    cuBLAS in geometric mean, 128x4096x14336 0.97x -> 1.03x, 128x2312x3072 0.85x -> 0.98x; H200, "Few tokens")."""
+    if M <= FEW_TOKENS:
+        return min((plan for plan in candidate_plans(M, N, K, sm_count, TILE_WIDTHS) if plan.tile_m == 64),
+                   key=lambda plan: estimated_time(M, N, K, plan) * (FEW_TOKENS_SPLIT_K_MARGIN if plan.splits_k else 1))
     swapped = [dataclasses.replace(plan, swap_ab=True) for plan in candidate_plans(N, M, K, sm_count, SWAPPED_WIDTHS)
                if plan.splits_k or not plan.streams_every_tile]
     return min(candidate_plans(M, N, K, sm_count, TILE_WIDTHS) + swapped,
