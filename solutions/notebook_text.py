@@ -277,7 +277,7 @@ Stream-K over every tile must win by `STREAM_K_MARGIN` (15%), since at large K i
 counts; split-K by `SPLIT_K_MARGIN` (1%): none of its ranges begins in one tile and ends in the next, and a tile
 has S contributors, not three where two would do (256x3584x14336 on an H200: split-K x2 0.95x cuBLAS, stream-K
 0.89x; cuBLAS runs split-K x2 there). At most 128 tokens (`FEW_TOKENS`, Hopper) every plan streams B from DRAM
-and the GPU ranked the plans otherwise than the model: there the host weighs 64-row CTAs alone, straight, and
+and the GPU ranked the plans otherwise than the model: there the host weighs only 64-row CTAs, straight, and
 split-K must win by `FEW_TOKENS_SPLIT_K_MARGIN` (3%; 128x4096x14336: whole 64x64 tiles 1.03x cuBLAS, split-K over
 128x96 ones 0.97x).
 

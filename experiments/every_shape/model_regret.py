@@ -177,7 +177,7 @@ def regrets(combine) -> dict[tuple, tuple[str, str, float]]:
             plan = forced_plan(type("m", (), module), name, shape, SM_COUNT)
             sm = plan.estimated_cost * plan.margin
             time = combine(sm, module["dram_cost"](*shape, plan))
-            # at most FEW_TOKENS rows the host weighs 64-row CTAs alone, straight (the others rank after them), and
+            # at most FEW_TOKENS rows the host weighs only 64-row CTAs, straight (the others rank after them), and
             # split-K by a margin
             few_tokens = shape[0] <= module["FEW_TOKENS"]
             if few_tokens and plan.splits_k:

@@ -203,7 +203,7 @@ SPLIT_K_MARGIN = 1.01
 # of the 19 shapes of 96-128 tokens where 128-row or swapped tiles ran beside them, the best 64-row plan was the
 # faster, by up to 6% (128x8192x28672: whole 64x128 tiles 1.11x cuBLAS, split-K x2 over 128x128 ones 1.09x, swapped
 # 1.09x; 0.8% slower at 128x14336x4096). The model rates them the other way, for a reason not found (ncu at
-# 128x4096x14336: both plans at the same DRAM throughput), so there the host weighs 64-row CTAs alone. Of those,
+# 128x4096x14336: both plans at the same DRAM throughput), so there the host weighs only 64-row CTAs. Of those,
 # split-K is taken only where it promises FEW_TOKENS_SPLIT_K_MARGIN over whole tiles: rated 0.5-2.7% faster than
 # them, it ran 2-7% slower (1x4096x14336, 96x4096x14336, 128x4096x14336, 128x8192x28672); rated 5-6% faster, it ran
 # 2-12% faster (128x3584x18944, 128x3072x24576). H200, experiments/every_shape/README.md, "Few tokens".
@@ -238,7 +238,7 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     At the 18 of 23 layer shapes of 129-1079 tokens, drawn apart from the rule, where it swaps: 0.902x -> 0.963x cuBLAS in geometric mean,
     16 faster (516x22016x4096 0.80x -> 0.94x, 160x28672x4096 0.85x -> 0.97x), two slower by at most 1.4%; at the
     eight it was found at 0.904x -> 0.960x (136x28672x8192 0.83x -> 0.97x, 8192x3584x18944 1.00x -> 1.02x). H200,
-    experiments/every_shape/README.md, "A and B swapped". At most FEW_TOKENS rows: 64-row CTAs alone, straight, split-K
+    experiments/every_shape/README.md, "A and B swapped". At most FEW_TOKENS rows: only 64-row CTAs, straight, split-K
     only by FEW_TOKENS_SPLIT_K_MARGIN (at the 11 shapes of 1-128 tokens where that changed the plan 0.979x -> 1.016x
     cuBLAS in geometric mean, 128x4096x14336 0.97x -> 1.03x, 128x2312x3072 0.85x -> 0.98x; H200, "Few tokens")."""
     if M <= FEW_TOKENS:
