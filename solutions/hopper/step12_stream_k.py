@@ -235,9 +235,10 @@ def plan_decomposition(M: int, N: int, K: int, sm_count: int) -> Decomposition:
     tiles only SWAPPED_WIDTHS wide, and not stream-K over every tile, the model's least sure plan (swapped, it ran
     0.93-1.02x the straight plan at six shapes; 128x3584x18944 0.94x cuBLAS against 1.01x), but split-K (cuBLAS's
     plan at 176x3584x18944: swapped 128x176 tiles, split-K; step 12 swapped split-K x4 alone 0.95x, 0.85x before).
-    At the 18 of 23 layer shapes of 129-1079 tokens, drawn apart from the rule, where it swaps: 0.902x -> 0.963x cuBLAS in geometric mean,
-    16 faster (516x22016x4096 0.80x -> 0.94x, 160x28672x4096 0.85x -> 0.97x), two slower by at most 1.4%; at the
-    eight it was found at 0.904x -> 0.960x (136x28672x8192 0.83x -> 0.97x, 8192x3584x18944 1.00x -> 1.02x). H200,
+    At the 18 of 23 layer shapes of 129-1079 tokens, drawn apart from the rule, where it swaps: 0.902x -> 0.963x
+    cuBLAS in geometric mean, 16 faster (516x22016x4096 0.80x -> 0.94x, 160x28672x4096 0.85x -> 0.97x), two slower
+    by at most 1.4%; at the eight it was found at 0.904x -> 0.960x (136x28672x8192 0.83x -> 0.97x, 8192x3584x18944
+    1.00x -> 1.02x). H200,
     experiments/every_shape/README.md, "A and B swapped". At most FEW_TOKENS rows: only 64-row CTAs, straight, split-K
     only by FEW_TOKENS_SPLIT_K_MARGIN (at the 11 shapes of 1-128 tokens where that changed the plan 0.979x -> 1.016x
     cuBLAS in geometric mean, 128x4096x14336 0.97x -> 1.03x, 128x2312x3072 0.85x -> 0.98x; H200, "Few tokens")."""

@@ -115,8 +115,9 @@ todo("12.1 a plan: what the host decides for one shape")
 #   units of DRAM_BYTES_PER_UNIT (where the weights stream from DRAM, a faster pipeline gains little); 64-row CTAs
 #   only where M <= 192 or rows are misaligned (at more aligned rows they ran slower than the model says), and at most
 #   128 tokens only those, straight, with split-K only by a margin (there the GPU ranked the plans otherwise than the
-#   model: hint 12.2); of equal costs keep the earlier. And weigh the transposed problem (N x M: A and B swapped, in tiles SWAPPED_WIDTHS wide) the same way:
-#   at few tokens a straight tile pads them to 64 or 128 rows and loads B's tile once for every row of tiles.
+#   model: hint 12.2); of equal costs keep the earlier. And weigh the transposed problem (N x M: A and B swapped, in
+#   tiles SWAPPED_WIDTHS wide) the same way: at few tokens a straight tile pads them to 64 or 128 rows and loads B's
+#   tile once for every row of tiles.
 #   The grid is sm_count CTAs, one per SM.
 todo("12.2 the host's choice")
 
