@@ -1,0 +1,104 @@
+"""The Hopper known-bad variants of some steps through tests/test_known_bad_gpu.py on the GPU here, several at once.
+
+    python3 experiments/every_shape/known_bad_gpu.py --steps 11,12 --part 1/2 --out /tmp/results
+
+One grade of a variant takes one to three minutes, most of it on the CPU (the protocol checker's simulation runs in
+one process), so the variants of `--part` are dealt to `--shards` pytest processes, each in its own copy of this
+tree (the test keeps its record in the tree's reports/known-bad-gpu.json). Contention can slow a kernel, not make it
+right or wrong; so a variant that came out slow or passed there, where neither is expected of it, and every variant
+expected slow, are graded again alone afterwards, while the time left allows. Writes OUT/known-bad-gpu.json
+(expected, observed, contended, the first problems) and prints one line per variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+
+from known_bad import GPU_ONLY_VARIANTS, VARIANTS  # noqa: E402
+
+TEST = "tests/test_known_bad_gpu.py::test_known_bad_hopper_kernel_on_the_gpu"
+RECORD = Path("reports") / "known-bad-gpu.json"
+# outcomes that contention cannot explain away: a kernel that came out slow or passed in a shared GPU is run alone
+ALONE_AGAIN = ("slow", "passed")
+
+
+def _copy_tree(target: Path) -> None:
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(".device", ".git", "reports", "__pycache__", ".venv"))
+
+
+def _pytest(tree: Path, names: list[str], log: Path, seconds: float) -> subprocess.Popen:
+    return subprocess.Popen(
+        ["timeout", str(int(seconds)), sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
+         *[f"{TEST}[{name}]" for name in names]],
+        cwd=tree, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def _records(tree: Path) -> dict:
+    path = tree / RECORD
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", default="11,12", help="comma-separated step numbers")
+    parser.add_argument("--part", default="1/1", help="I/N: the I-th of N equal parts of the variants (one per call)")
+    parser.add_argument("--shards", type=int, default=4, help="pytest processes at once")
+    parser.add_argument("--seconds", type=float, default=540, help="the whole run's limit")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    steps = {int(s) for s in args.steps.split(",")}
+    index, parts = (int(x) for x in args.part.split("/"))
+    variants = [v for v in (*VARIANTS, *GPU_ONLY_VARIANTS) if v.track == "hopper" and v.step in steps]
+    variants = variants[index - 1::parts]
+    expected = {v.name: v.gpu for v in variants}
+    deadline = time.monotonic() + args.seconds
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    shared = [v.name for v in variants if v.gpu != "slow"]
+    trees = [Path(f"/tmp/known-bad-shard-{i}") for i in range(args.shards)]
+    runs = []
+    for i, tree in enumerate(trees):
+        names = shared[i::args.shards]
+        if names:
+            _copy_tree(tree)
+            runs.append((tree, _pytest(tree, names, args.out / f"shard-{i}.log", deadline - time.monotonic())))
+    for _, run in runs:
+        run.wait()
+    results = {}
+    for tree, _ in runs:
+        for name, record in _records(tree).items():
+            results[name] = {**record, "contended": True}
+
+    again = [n for n in expected if n not in results or
+             (expected[n] == "slow" or results[n]["observed"] in ALONE_AGAIN) and expected[n] not in ("race", "redundant")]
+    alone = Path("/tmp/known-bad-alone")
+    _copy_tree(alone)
+    for name in again:
+        left = deadline - time.monotonic()
+        if left < 60:
+            break
+        _pytest(alone, [name], args.out / f"alone-{name}.log", left).wait()
+        if name in _records(alone):
+            results[name] = {**_records(alone)[name], "contended": False}
+
+    (args.out / "known-bad-gpu.json").write_text(json.dumps(results, indent=2))
+    for name, gpu in expected.items():
+        record = results.get(name)
+        seen = "not run" if record is None else record["observed"] + (" (contended)" if record["contended"] else "")
+        print(f"{name:55s} expected {gpu:9s} observed {seen}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
