@@ -674,17 +674,6 @@ VARIANTS += _work_placement_variants("hopper", "rows", "D[0:7, 32:264]") + (
     Variant("hopper-12-cluster-not-from-the-plan", "hopper", 12,
             r"CLUSTER = plan\.cluster  #", "CLUSTER = 2  #",
             "wrong", SIMULATED, todo="12.7", names=("reaches outside", "origin is off"), shape=(131, 520, 192)),
-    # a B half wholly past N loads nothing (its bytes left out of the count too). Its CTA's peer then fills its stage
-    # from its own producer alone and may lap it: at 72x2056x4168 (split-K x2 over 64-row pairs 64 wide, the last
-    # 8 columns wide) a consumer of CTA 0 arrives twice in one phase of CTA 1's mma2tma (what a student trial of TODO
-    # 12.10 wrote first; the checker's message named the init count until it learnt to say "a lap ahead" for an
-    # arrival on another CTA's barrier). At 257x264x4104 it showed while that shape was stream-K, not as split-K.
-    # On an H200 (2026-12-02, experiments/every_shape/h200-ladder-x1/known-bad-b-half.log) every correctness shape came
-    # out right, 72x2056x4168 among them: the lap needs a consumer of one CTA a whole stage behind both of the other's
-    Variant("hopper-12-b-half-past-n-not-loaded", "hopper", 12,
-            r"(?s)past=B_TAIL\)(.*?)else:(\n\s+# the half that holds B's last row)", r"past=0)\1elif b_st < NN:\2",
-            "race", SIMULATED, todo="12.10", names=("mma2tma", "a second time", "a lap ahead"),
-            shape=(72, 2056, 4168)),
     # the stage's bytes counted as whole boxes where the copies are cut: at 7x264x72 the box of A holds 7 rows, and
     # the barrier waits for 64 that never come
     Variant("hopper-12-bytes-of-whole-boxes", "hopper", 12,

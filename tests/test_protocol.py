@@ -142,8 +142,8 @@ def test_blackwell_step_12s_fixup_is_simulated_and_sound(shape, sm_count, plan):
     assert verdict.ok, "\n".join(verdict.lines())
     assert verdict.locks == _shared_tiles(decomposition) * 2 * 2, verdict.lines()
 
-# Blackwell's CTA 1 loading nothing where its boxes of A and B lie past the matrix (tests/known_bad.py has the Hopper
-# twin): CTA 0's barrier no longer waits on CTA 1's producer, which the MMA may then lap. At 148 SMs no graded shape
+# Blackwell's CTA 1 loading nothing where its boxes of A and B lie past the matrix (its Hopper twin, below, is no
+# mistake): CTA 0's barrier no longer waits on CTA 1's producer, which the MMA may then lap. At 148 SMs no graded shape
 # puts that in the first or last cluster, whose schedules the checker varies; here it is the last of two: 3 tiles of
 # 20 K tiles, its range the last tile (CTA 1 has no rows of A or B there) and then half of the one before.
 BLACKWELL_B_BOX_PAST_N_NOT_LOADED = [(r"(?s)past=B_TAIL\)(.*?)else:(\n\s+# the box that holds B's last row)",
@@ -161,6 +161,27 @@ def test_blackwell_step_12s_cta_past_the_matrix_still_loads_b_or_is_lapped(tmp_p
         assert verdict.ok, "\n".join(verdict.lines())
     else:
         assert not verdict.ok and {f.kind for f, _ in verdict.findings} & {"overrun", "lapping"}, verdict.lines()
+
+
+# Hopper's twin of the mutation above, and not a mistake there: a B half wholly past N loads nothing (what a student
+# trial of TODO 12.10 wrote first). Each Hopper producer waits on the consumers of both CTAs, so the CTA whose stages
+# no longer wait on the other's producer runs at most a stage ahead, and its consumers' arrivals on the other CTA's
+# mma2tma count toward later phases: laps with nothing following them (at 72x2056x4168, split-K over 64-row pairs
+# whose last tile is 8 columns wide). On an H200 (2026-12-02) this kernel came out right at every correctness shape of
+# step 12 (experiments/every_shape/h200-ladder-x1/known-bad-b-half.log); the checker sees the laps and lets them be.
+HOPPER_B_HALF_PAST_N_NOT_LOADED = [(r"(?s)past=B_TAIL\)(.*?)else:(\n\s+# the half that holds B's last row)",
+                                    r"past=0)\1elif b_st < NN:\2")]
+
+
+def test_hopper_step_12s_b_half_past_n_loading_nothing_runs_a_harmless_lap_ahead(tmp_path, monkeypatch):
+    factory = mutated_factory(tmp_path, "hopper", 12, HOPPER_B_HALF_PAST_N_NOT_LOADED)
+    shape = (72, 2056, 4168)
+    verdict = check(factory, "hopper", 12, shape)
+    assert verdict.ok, "\n".join(verdict.lines())
+    monkeypatch.setattr(protocol, "_drop_harmless_laps", lambda machine: None)
+    laps = check(factory, "hopper", 12, shape)
+    assert not laps.ok and {f.kind for f, _ in laps.findings} == {"count"}, laps.lines()
+    assert "a lap ahead" in "\n".join(laps.lines())
 
 
 def _shared_tiles(plan) -> int:

@@ -647,8 +647,9 @@ def hgemm_v12(M, N, K, sm_count, plan: Decomposition | None = None):
                                               cta_mask=(1 << CLUSTER) - 1)
                             else:
                                 # the half that holds B's last row; a half wholly past N loads B's last rows too
-                                # (into columns past N): each CTA's stage then waits on both producers, and so on
-                                # both CTAs' consumers, as in step 11 (without it one CTA could lap the other)
+                                # (into columns past N): each CTA's stage then fills from both producers, as in
+                                # step 11, and the pair keeps in step (loading nothing is right too: each producer
+                                # waits on both CTAs' consumers, and the CTA left alone runs at most a stage ahead)
                                 tail_st = T.meta_var(T.Select(b_st < NN, b_st, NN - B_TAIL))
                                 Tx.copy_async(Bsmem[produce.stage, rank * B_PART:rank * B_PART + B_TAIL, :],
                                               Y[tail_st:tail_st + B_TAIL, k * BLK_K:(k + 1) * BLK_K],
