@@ -1899,10 +1899,9 @@ def _phase_arrivers(machine: Machine) -> None:
             if not missing:
                 continue
             per_round = sum(max(p.get(w, 0) for p in bar.phases) for w in everyone)
-            machine.found("count", (key[1], "subset"), f"{bar.label} (CTA "
-                          f"{machine.cta_number(key[0])}) completed its phase {phase % 2} with the arrivals of "
-                          f"{_warps(machine, arrivals)} alone, while the arrivals of {_warps(machine, missing)} came "
-                          "in other phases: a phase takes one arrival "
+            machine.found("count", (key[1], "subset"), f"{bar.label} (CTA {machine.cta_number(key[0])}) completed "
+                          f"its phase {phase % 2} with the arrivals of {_warps(machine, arrivals)} alone, while the "
+                          f"arrivals of {_warps(machine, missing)} came in other phases: a phase takes one arrival "
                           f"from every thread that arrives on the barrier, so its init count ({bar.init_count}) must "
                           f"be the arrivals of all of them ({per_round} here), and a thread arrives only on the slot "
                           "it owns")
