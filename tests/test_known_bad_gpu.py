@@ -35,10 +35,11 @@ def _config(tree) -> Config:
 def _outcome(result) -> str:
     if result.build == "failed":
         return "build"
+    # the GPU run ran out of time: at its first launch, or only at a later one (a lock left counted hangs the timing)
+    if any(problem.startswith("did not finish in") for problem in result.problems):
+        return "hang"
     if result.correctness == "failed":
         first = result.problems[0] if result.problems else ""
-        if "did not finish" in first:
-            return "hang"
         # the run raised (a CUDA error, or a launch the driver refused) instead of returning a result
         return "fault" if first.startswith("failed while") else "wrong"
     return "slow" if result.speed == "failed" else "passed"

@@ -5,8 +5,9 @@
 One grade of a variant takes one to three minutes, most of it on the CPU (the protocol checker's simulation runs in
 one process), so the variants of `--part` are dealt to `--shards` pytest processes, each in its own copy of this
 tree (the test keeps its record in the tree's reports/known-bad-gpu.json). Contention can slow a kernel, not make it
-right or wrong; so a variant that came out slow or passed there, where neither is expected of it, and every variant
-expected slow, are graded again alone afterwards, while the time left allows. Writes OUT/known-bad-gpu.json
+right or wrong; so a variant that came out slow or passed there, where neither is expected of it, one whose build ran
+out of the judge's time, and every variant expected slow, are graded again alone afterwards, while the time left
+allows (on an H200, 2026-12-02: 18 variants in 12 shards took 550 s, and three of their alone runs did not fit). Writes OUT/known-bad-gpu.json
 (expected, observed, contended, the first problems) and prints one line per variant.
 """
 
@@ -28,8 +29,6 @@ from known_bad import GPU_ONLY_VARIANTS, VARIANTS  # noqa: E402
 
 TEST = "tests/test_known_bad_gpu.py::test_known_bad_hopper_kernel_on_the_gpu"
 RECORD = Path("reports") / "known-bad-gpu.json"
-# outcomes that contention cannot explain away: a kernel that came out slow or passed in a shared GPU is run alone
-ALONE_AGAIN = ("slow", "passed")
 
 
 def _copy_tree(target: Path) -> None:
@@ -81,10 +80,13 @@ def main() -> int:
             results[name] = {**record, "contended": True}
 
     def alone_again(name: str) -> bool:
+        """What contention may have caused: slow or passed (a race may pass anywhere), a build out of time."""
         if name not in results:  # expected slow, or its shard ran out of time
             return True
-        may_pass = expected[name] in ("race", "redundant")
-        return results[name]["observed"] in ALONE_AGAIN and not may_pass
+        observed = results[name]["observed"]
+        if observed == "build":  # twelve builds at once: one took the judge's 420 s (2026-12-02)
+            return expected[name] != "build"
+        return observed in ("slow", "passed") and expected[name] not in ("race", "redundant")
 
     alone = Path("/tmp/known-bad-alone")
     _copy_tree(alone)
