@@ -997,6 +997,7 @@ class Machine:
         self.unread: set[tuple] = set()  # (cta, buffer, stage) whose copies have landed and no MMA has read yet
         self.mma_landed: set[int] = set()  # CTAs on which a tcgen05.commit has landed (an MMA result exists)
         self.stored: dict[tuple, tuple] = {}  # (matrix, corner, box) of each TMA store -> (its warp, who)
+        self.footprints: dict[int, tuple | None] = {}  # a shared address -> (buffer, stage) (_footprint)
         self.landing: dict[tuple, tuple] = {}  # (cta, buffer, stage) -> (barrier key, phase) of its last copy
         self.refilled_after: dict[tuple, set] = {}  # barrier key -> the stages loaded right after a wait on it
         self.group_operands: dict[tuple, dict] = {}  # (cta, wgmma group) -> warpgroup -> (its operands, a warp)
@@ -1375,17 +1376,20 @@ class Machine:
 
     def _footprint(self, address: int):
         # where two buffers share bytes (a staging tile over the ring) the first declared, the ring, is the one read
-        for buffer in self.kernel.shared.values():
-            if not buffer.is_barrier and buffer.offset <= address < buffer.offset + buffer.nbytes:
-                return (buffer.name, (address - buffer.offset) // buffer.stage_bytes if len(buffer.shape) >= 3 else 0)
-        return None
+        if address not in self.footprints:
+            self.footprints[address] = next(
+                ((buffer.name, (address - buffer.offset) // buffer.stage_bytes if len(buffer.shape) >= 3 else 0)
+                 for buffer in self.kernel.shared.values()
+                 if not buffer.is_barrier and buffer.offset <= address < buffer.offset + buffer.nbytes), None)
+        return self.footprints[address]
 
     def wgmma_read(self, agent: Agent, addresses) -> None:
         footprints = [f for f in map(self._footprint, addresses) if f is not None]
         self._check_landed(agent, footprints, "a wgmma")
         self._read_where_waited(agent, footprints)
-        agent.open_reads.extend(self._stage_key(agent.cta, f) for f in footprints)
-        self.unread.difference_update(self._stage_key(agent.cta, f) for f in footprints)
+        stages = [self._stage_key(agent.cta, f) for f in footprints]
+        agent.open_reads.extend(stages)
+        self.unread.difference_update(stages)
         agent.open_operands.update(addresses)
 
     def _read_where_waited(self, agent: Agent, footprints) -> None:
@@ -1395,8 +1399,10 @@ class Machine:
         for footprint in footprints:
             stage = self._stage_key(agent.cta, footprint)
             landed_on = self.landing.get(stage, (None,))[0]
+            if landed_on is None or waited is None or landed_on == waited:
+                continue
             covered = [s for s, (key, _) in self.landing.items() if key == waited and s[:2] == stage[:2]]
-            if landed_on is None or waited is None or landed_on == waited or not covered:
+            if not covered:
                 continue
             self.found("wrong_stage", (footprint[0], "landed"), f"{self.who([agent])}: a wgmma reads "
                        f"{footprint[0]}[{footprint[1]}] right after waiting on {self.barriers[waited].label}, whose "
