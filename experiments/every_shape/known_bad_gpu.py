@@ -7,8 +7,8 @@ one process), so the variants of `--part` are dealt to `--shards` pytest process
 tree (the test keeps its record in the tree's reports/known-bad-gpu.json). Contention can slow a kernel, not make it
 right or wrong; so a variant that came out slow or passed there, where neither is expected of it, one whose build ran
 out of the judge's time, and every variant expected slow, are graded again alone afterwards, while the time left
-allows (on an H200, 2026-12-02: 18 variants in 12 shards took 550 s, and three of their alone runs did not fit). Writes OUT/known-bad-gpu.json
-(expected, observed, contended, the first problems) and prints one line per variant.
+allows (on an H200, 2026-12-02: 18 variants in 12 shards took 550 s, and three of their alone runs did not fit).
+Writes OUT/known-bad-gpu.json (expected, observed, contended, the first problems) and prints one line per variant.
 """
 
 from __future__ import annotations

@@ -2280,6 +2280,7 @@ def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
     schedules = [(None, False), (None, True)] + [(w, False) for w in range(agents)]
     deadlock = None  # (cta, the waits) of the first schedule that deadlocked
     memory_for = _no_memory
+    cut = False  # the grid run ended at a tile that a second cluster stored
     locks = 0
     # The whole grid runs once where CTAs wait on each other through global memory, and where a step takes any
     # shape: there the tile counts are the step's own arithmetic (ceiling divisions), and only the whole grid
@@ -2292,10 +2293,10 @@ def check_kernel(kernel: Kernel, shape: Shape, ragged: bool) -> Verdict:
             found.setdefault((finding.kind,) + finding.key, (finding, result.name))
         if kernel.fixup:
             memory_for = _memory_for(kernel, memory)
-        if memory.stored_twice:  # a cluster that runs other clusters' tiles: each of its schedules would run them all
-            return Verdict(shape, agents, ops, sorted(found.values(), key=lambda item: _ORDER.index(item[0].kind)),
-                           time.perf_counter() - start, locks)
-    for cta in dict.fromkeys([first, last]):
+        cut = memory.stored_twice
+    # none of a cluster's own schedules after a cut grid run: where a cluster runs the other clusters' tiles, each
+    # of them would run them all
+    for cta in [] if cut else dict.fromkeys([first, last]):
         for delayed, lazy in schedules:
             result = run_schedule(kernel, cta, delayed, lazy, memory=memory_for(cta))
             ops += result.ops
