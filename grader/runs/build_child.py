@@ -18,7 +18,7 @@ import base64
 import os
 import sys
 
-if __name__ == "__main__":
+if __name__ in ("__main__", "__mp_main__"):  # a build process, or one of the processes that build its shapes
     # Neither build process needs torch, and tvm_ffi imports it whenever it can: 3.6 of the 5.5 s that importing
     # TVM takes, twice a grade. Marked absent before anything imports TVM (tvm_ffi then goes on without it).
     sys.modules["torch"] = None
@@ -187,8 +187,8 @@ def _derive_child(request: dict) -> dict:
         kernels = {shape: build.parse_kernel_tir(text) for shape, text in texts.items()}
         _start_derive_process(request)
         jobs = [(request, shape, texts[shape]) for shape in shapes]
-        if _workers(len(jobs)) <= 1:
-            entries = [_derive_shape(*job) for job in jobs]
+        if _workers(len(jobs)) <= 1:  # the kernels parsed above
+            entries = [_derive_kernel(request, shape, kernels[shape]) for shape in shapes]
         else:  # shapes build in parallel, each in a fresh process (TVM does not survive a fork)
             with ProcessPoolExecutor(_workers(len(jobs)), get_context("spawn"), _start_derive_process,
                                      (request,)) as pool:
@@ -206,23 +206,30 @@ def _derive_child(request: dict) -> dict:
 def _protocol_check(request: dict, kernels: dict) -> dict:
     """The protocol checker's verdict at each asked shape, on the kernel parsed from the TIR text, or why
     it cannot simulate the kernel. The barriers get the names the step file gives them (read as text)."""
-    from grader.analysis import locator, protocol
+    from grader.analysis import protocol
 
     spec = STEPS[request["track"]][request["step"]]
     step_file = build.step_file(Path(request["impl_dir"]), request["track"], spec)
     source = step_file.read_text(errors="replace") if step_file.is_file() else ""
     verdicts = []
     for shape in request["protocol_shapes"]:
-        prim_func = kernels[tuple(shape)]
         try:
-            labels = locator.source_labels_in(source, spec.function_name, prim_func.script())
-            verdict = protocol.check_kernel(protocol.compile_kernel(prim_func, labels), tuple(shape), spec.shapes.ragged)
+            verdict = protocol_verdict(spec, source, kernels[tuple(shape)], tuple(shape))
         except protocol.Unsupported as err:
             return {"verdicts": [], "unsupported": f"it uses {err}"}
         except Exception as err:  # noqa: BLE001 - the checker's own failure must not fail the student's build
             return {"verdicts": [], "unsupported": f"it failed on this kernel ({type(err).__name__}: {err})"}
         verdicts.append({"ok": verdict.ok, "lines": verdict.lines()})
     return {"verdicts": verdicts, "unsupported": None}
+
+
+def protocol_verdict(spec: StepSpec, source: str, prim_func, shape: Shape):
+    """The protocol checker's verdict on a kernel parsed from its TIR, its barriers named as the step file's
+    source (read as text, never run) names them."""
+    from grader.analysis import locator, protocol
+
+    labels = locator.source_labels_in(source, spec.function_name, prim_func.script())
+    return protocol.check_kernel(protocol.compile_kernel(prim_func, labels), shape, spec.shapes.ragged)
 
 
 def _start_derive_process(request: dict) -> None:
@@ -239,9 +246,13 @@ def _start_derive_process(request: dict) -> None:
 
 
 def _derive_shape(request: dict, shape: Shape, text: str) -> dict:
+    return _derive_kernel(request, shape, build.parse_kernel_tir(text))
+
+
+def _derive_kernel(request: dict, shape: Shape, prim_func) -> dict:
     from dataclasses import asdict
 
-    artifacts, executable = build.build_prim_func(build.parse_kernel_tir(text), request["arch"])
+    artifacts, executable = build.build_prim_func(prim_func, request["arch"])
     cubin = build.compile_cubin(artifacts.cuda_source, request["arch"])
     if request["export_dir"]:
         executable.export_library(str(Path(request["export_dir"]) / _library_name(shape)))
