@@ -129,8 +129,8 @@ grade-class-status: $(ENV_READY)
 # worker per core (pytest-xdist -n auto; one alone where a GPU is: tests/conftest.py), each file whole on one
 # worker, in order (--dist loadfile: test_autograder's module fixture writes build/autograder.zip of this checkout,
 # test_notebooks' last test counts the figures its notebooks drew in that process), but for the files of
-# tests/conftest.py's SPREAD_FILES, whose tests go to the workers one by one (the known-bad grades alone are about an
-# hour). Without pytest-xdist (an interpreter given as PYTHON=...), one run of them all.
+# tests/conftest.py's SPREAD_FILES, whose tests go to the workers one by one (the known-bad grades alone are 24
+# minutes of one worker). Without pytest-xdist (an interpreter given as PYTHON=...), one run of them all.
 ALONE_TESTS = tests/test_grade_class.py
 test: $(ENV_READY) sandbox
 	@if $(PYTHON) -c "import xdist" 2>/dev/null; then \

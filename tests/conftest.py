@@ -37,8 +37,9 @@ def pytest_xdist_auto_num_workers(config):
 
 
 # Files whose tests share nothing but the checkout (each grades or checks in its own tmp_path): under `make test`'s
-# --dist loadfile their tests go to the workers one by one, not as one unit. test_known_bad_cpu.py alone is about an
-# hour of grades on a 2-core machine; as one unit it kept one worker busy while the other ran out of files.
+# --dist loadfile their tests go to the workers one by one, not as one unit. test_known_bad_cpu.py alone is 24 minutes
+# of one worker's grades on a 2-core machine (1435 s, 2026-12-02); as one unit it kept one worker busy while the other
+# ran out of files.
 SPREAD_FILES = {"tests/test_known_bad_cpu.py", "tests/test_skeletons.py", "tests/test_protocol.py",
                 "tests/test_integrity.py"}
 
