@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
+from tvm.script.parser.core.parser import ScriptMacro
 
 from conftest import REPO, TRACK_ARCH, build_step, present_steps
 from grader.core import build
@@ -19,6 +21,29 @@ def _failed(track: str, step: int, artifacts, shape, arch) -> set[str]:
 
 def _largest(track: str, step: int):
     return static_check_shape(STEPS[track][step].correctness_shapes)
+
+
+def test_a_macro_expansion_finds_the_parser_without_reading_the_stack(monkeypatch):
+    """kernel_factory's lookup of the TIRx parser at each macro expansion walks the frames: TVM's own read the source
+    line of every frame on the stack (inspect.getouterframes), three quarters of step 12's parse."""
+    reads = []
+    real = inspect.getouterframes
+    monkeypatch.setattr(inspect, "getouterframes", lambda *args, **kwargs: reads.append(1) or real(*args, **kwargs))
+    spec = STEPS["hopper"][12]
+    factory = build.kernel_factory(REPO / "solutions", "hopper", spec)
+    reads_per_lookup = []
+    lookup = ScriptMacro._find_parser_def
+
+    def counted(macro):
+        before = len(reads)
+        parser = lookup(macro)
+        reads_per_lookup.append(len(reads) - before)
+        return parser
+
+    monkeypatch.setattr(ScriptMacro, "_find_parser_def", counted)
+    build.make_prim_func(factory, spec, (257, 264, 4104), DEFAULT_SM_COUNT["sm_90a"])
+    assert len(reads_per_lookup) > 10  # step 12 expands its macros
+    assert sum(reads_per_lookup) == 0, f"{sum(reads_per_lookup)} of {len(reads_per_lookup)} lookups read the stack"
 
 
 @pytest.mark.parametrize("track,step", present_steps("solutions"))
