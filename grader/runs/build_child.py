@@ -19,8 +19,8 @@ import os
 import sys
 
 if __name__ in ("__main__", "__mp_main__"):  # a build process, or one of the processes that build its shapes
-    # Neither build process needs torch, and tvm_ffi imports it whenever it can: 3.6 of the 5.5 s that importing
-    # TVM takes, twice a grade. Marked absent before anything imports TVM (tvm_ffi then goes on without it).
+    # No build process needs torch, and tvm_ffi imports it whenever it can: 3.6 of the 5.5 s that importing TVM
+    # takes, in each of them. Marked absent before anything imports TVM (tvm_ffi then goes on without it).
     sys.modules["torch"] = None
 from dataclasses import dataclass
 from pathlib import Path
