@@ -52,6 +52,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="11,12", help="comma-separated step numbers")
     parser.add_argument("--part", default="1/1", help="I/N: the I-th of N equal parts of the variants (one per call)")
+    parser.add_argument("--names", default="", help="comma-separated variant names: only these (of --steps)")
     parser.add_argument("--shards", type=int, default=4, help="pytest processes at once")
     parser.add_argument("--seconds", type=float, default=540, help="the whole run's limit")
     parser.add_argument("--out", type=Path, required=True)
@@ -59,6 +60,12 @@ def main() -> int:
     steps = {int(s) for s in args.steps.split(",")}
     index, parts = (int(x) for x in args.part.split("/"))
     variants = [v for v in (*VARIANTS, *GPU_ONLY_VARIANTS) if v.track == "hopper" and v.step in steps]
+    if args.names:
+        names = set(args.names.split(","))
+        unknown = names - {v.name for v in variants}
+        if unknown:
+            parser.error(f"no Hopper variant of steps {args.steps} is named {', '.join(sorted(unknown))}")
+        variants = [v for v in variants if v.name in names]
     variants = variants[index - 1::parts]
     expected = {v.name: v.gpu for v in variants}
     deadline = time.monotonic() + args.seconds
