@@ -149,10 +149,12 @@ _SPLIT_K_SHAPES = ((72, 2056, 4168),)
 # last 67 in 66 ranges of 48-49 K tiles), M and N ragged: split-K took the small shapes that stream-K had
 _STREAM_K_SHAPES = ((1751, 2312, 3072),)
 _MODEL_TIMING = ((256, 4096, 4096), (1000, 4096, 4096))
-# Step 12 is timed where a box of A past the matrix would set the time (TMA fills its rows there with zeros): at a
-# decode batch, one token through a 4096x14336 layer (a box of 64 rows ran 1.5x the reference's time on an H200),
-# and at 200 tokens, whose last row of 128-row tiles holds 72 (a box of 128 rows there ran 1.6x its time)
-_EDGE_TIMING = ((1, 4096, 14336), (200, 4096, 14336))
+# Step 12 is timed where a box of A past the matrix would set the time (TMA fills its rows there with zeros, about
+# 2.8 cycles a row and K tile, hidden only under a wide tile's wgmmas): at a decode batch, one token through a
+# 4096x14336 layer (a box of 64 rows ran 1.5x the reference's time on an H200), and at 72 tokens, whose last row of
+# 64-row tiles 64 wide holds 8 (a box of min(BLK_M, M) rows there is 64: 200 tokens' split-K over 128-wide tiles
+# hid it, H200 2026-12-02); and where the plan is split-K, at 200 tokens (the one timing shape that runs a fixup)
+_EDGE_TIMING = ((1, 4096, 14336), (72, 4096, 14336), (200, 4096, 14336))
 
 
 # From step 9 on, the unit of work is a cluster tile, and its size is the track's design:
