@@ -581,7 +581,8 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # 1.16x there); two before it (the fixup left out of the cost, ranges without a floor of K tiles) changed no plan
     # at a graded shape and passed the H100 grade. A plan mistake is graded only where the plan it makes is slow
     # (test_known_bad_cpu checks that each of these makes one the reference's model rates well past the limit).
-    # Not yet run on a GPU: "slow" is expected.
+    # On an H200 (2026-12-02, alone): too slow, 2.14x the reference's time at 256x4096x4096, 1.99x at 1x4096x14336,
+    # 2.59x at 200x4096x14336.
     Variant("hopper-12-waves-rounded-down", "hopper", 12,
             r"whole_tiles_each = -\(-\(self\.tiles - self\.sk_tiles\) // self\.clusters\)",
             "whole_tiles_each = (self.tiles - self.sk_tiles) // self.clusters",
@@ -594,9 +595,10 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     Variant("hopper-12-one-partial-slot", "hopper", 12,
             r"PARTIALS = \(max\(plan\.sk_units, 1\),", "PARTIALS = (1,",
             "fault", GPU_ONLY, todo="12.8", names=("partials",)),
-    # the box of A's last rows cut only where one tile holds all of M: at 200x4096x14336 (a timing shape) the last
-    # row of 128-row tiles holds 72, and TMA fills the other 56 rows of its box with zeros every K tile (H200: 0.58x
-    # cuBLAS, the reference 0.95x); right at 1x4096x14336
+    # the box of A's last rows cut only where one tile holds all of M: where the last row of tiles holds few rows, TMA
+    # fills the rest of its box with zeros every K tile (H200, 2026-11-29: 200x4096x14336 0.58x cuBLAS, the reference
+    # 0.95x); right at 1x4096x14336. Since 200 tokens take split-K over 128-wide pairs the wgmmas hide those rows there:
+    # it passed an H200 grade (2026-12-02), so the grade times 72x4096x14336 too (64-row tiles 64 wide, 56 rows of 64)
     Variant("hopper-12-a-tail-min-of-blk-m-and-m", "hopper", 12, r"A_TAIL = MM % BLK_M or BLK_M",
             "A_TAIL = min(BLK_M, MM)", "slow", GPU_ONLY, todo="12.7", names=("A_TAIL",)),
     # a piece that begins mid-tile adds the previous unit's accumulator
@@ -664,7 +666,7 @@ def _work_placement_variants(track: str, cta_rows: str, first_uncovered: str) ->
                 shape=_FIXUP_SHAPE),
         # the tile loop steps by 1: the first cluster runs every tile (Hopper, H200 2026-12-02: its grade ran out of
         # the judge's time in the protocol checker, which since ends the grid run at the first tile stored twice;
-        # its kernel has not run on a GPU since)
+        # then graded again there: wrong, 12.1% of the outputs at 7x264x72)
         Variant(f"{track}-12-whole-tiles-one-apart", track, 12,
                 r"self\._data_parallel\(self\.tile \+ self\.plan\.clusters\)", "self._data_parallel(self.tile + 1)",
                 "wrong", SIMULATED, todo="12.5", names=("stores too", "two clusters compute the same tile"),
