@@ -598,7 +598,8 @@ GPU_ONLY_VARIANTS: tuple[Variant, ...] = (
     # the box of A's last rows cut only where one tile holds all of M: where the last row of tiles holds few rows, TMA
     # fills the rest of its box with zeros every K tile (H200, 2026-11-29: 200x4096x14336 0.58x cuBLAS, the reference
     # 0.95x); right at 1x4096x14336. Since 200 tokens take split-K over 128-wide pairs the wgmmas hide those rows there:
-    # it passed an H200 grade (2026-12-02), so the grade times 72x4096x14336 too (64-row tiles 64 wide, 56 rows of 64)
+    # it passed an H200 grade (2026-12-02), so the grade times 72x4096x14336 too (64-row tiles 64 wide, 56 rows of 64):
+    # 1.54x the reference's time there (H200)
     Variant("hopper-12-a-tail-min-of-blk-m-and-m", "hopper", 12, r"A_TAIL = MM % BLK_M or BLK_M",
             "A_TAIL = min(BLK_M, MM)", "slow", GPU_ONLY, todo="12.7", names=("A_TAIL",)),
     # a piece that begins mid-tile adds the previous unit's accumulator
