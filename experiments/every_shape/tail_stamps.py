@@ -37,7 +37,7 @@ from grader.analysis import diagnosis, instrument  # noqa: E402
 from grader.core import build  # noqa: E402
 from grader.core.steps import STEPS  # noqa: E402
 
-CAPACITY = 1 << 16
+CAPACITY = 1 << 18  # records; 8192^3 takes about 70 K a run
 WORDS = 8  # a record: kind | smid << 8, cta, the box's two coordinates, %globaltimer (2 words), %clock64 (2 words)
 
 DEVICE_CODE = r"""
