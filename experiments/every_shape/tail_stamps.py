@@ -1,6 +1,6 @@
 """When does each SM finish? %globaltimer stamps of every CTA of step 12 at one shape, for the last wave.
 
-    python3 experiments/every_shape/tail_stamps.py 4096x4096x4096 [PLAN] --json OUT.json
+    python3 experiments/every_shape/tail_stamps.py 4096x4096x4096 [PLAN] [--impl TREE] --json OUT.json
 
 At 4096^3 step 12 and cuBLAS take the same SM-active cycles on average (ncu, h200-epilogue/), and the kernel's
 elapsed cycles are 7% more than that average: the last wave (512 tiles for 132 SMs, 3.88 waves) and the spread of the
@@ -119,12 +119,13 @@ def main() -> int:
     parser.add_argument("shape")
     parser.add_argument("plan", nargs="?")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--impl", default=str(REPO / "solutions"), help="the tree of step 12 (a variant's)")
     parser.add_argument("--json")
     args = parser.parse_args()
     shape = tuple(int(x) for x in args.shape.split("x"))
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     spec = STEPS["hopper"][12]
-    factory = build.kernel_factory(REPO / "solutions", "hopper", spec)
+    factory = build.kernel_factory(Path(args.impl), "hopper", spec)
     module = SimpleNamespace(**factory.__globals__)
     plan = forced_plan(module, args.plan, shape, sm_count) if args.plan else module.plan_decomposition(*shape, sm_count)
     print("plan:", plan, flush=True)
