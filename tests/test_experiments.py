@@ -100,3 +100,26 @@ def test_every_writeback_variant_still_rewrites_step_12_and_stmatrix_reaches_the
     with_stmatrix = build.build(build.kernel_factory(tmp_path / "stsm", "hopper", spec), spec, (2048, 2048, 256),
                                 "sm_90a", 132)
     assert "STSM" in with_stmatrix.sass and "STS.U16" not in with_stmatrix.sass
+
+
+def test_the_dynamic_scheduler_variant_still_rewrites_step_12_and_asks_a_counter_only_where_it_should(tmp_path):
+    """experiments/every_shape/dynamic/make_variant.py (README there: "The last wave at 4096^3") edits the current
+    step 12: each edit must still find its line, and the variant must build with the tile counter's atomics where
+    the plan is whole tiles for lone CTAs over more than one wave (4096^3), and with none where it is one wave
+    (2048^3: 128 tiles for 132 CTAs, step 12's own order)."""
+    import importlib.util
+
+    from grader.core.steps import STEPS
+
+    path = REPO / "experiments" / "every_shape" / "dynamic" / "make_variant.py"
+    module_spec = importlib.util.spec_from_file_location("dynamic_make_variant", path)
+    made = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(made)
+    made.write_variant(tmp_path / "dynamic", made.DYNAMIC)
+
+    spec = STEPS["hopper"][12]
+    factory = build.kernel_factory(tmp_path / "dynamic", "hopper", spec)
+    waves = build.build(factory, spec, (4096, 4096, 4096), "sm_90a", 132)
+    one_wave = build.build(factory, spec, (2048, 2048, 2048), "sm_90a", 132)
+    assert "atomic_add((&(tile_counter_ptr[0]))" in waves.cuda_source and "ATOMG" in waves.sass
+    assert "ATOMG" not in one_wave.sass
