@@ -69,12 +69,12 @@ def test_an_unknown_change_lists_the_known_ones():
         variants.source("step9+fast")
 
 
-def _writeback_variants():
-    """experiments/every_shape/epilogue/make_variant.py, imported by path (other experiments have a make_variant)."""
+def _make_variant(experiment: str):
+    """experiments/every_shape/EXPERIMENT/make_variant.py, imported by path (each experiment has one)."""
     import importlib.util
 
-    path = REPO / "experiments" / "every_shape" / "epilogue" / "make_variant.py"
-    module_spec = importlib.util.spec_from_file_location("epilogue_make_variant", path)
+    path = REPO / "experiments" / "every_shape" / experiment / "make_variant.py"
+    module_spec = importlib.util.spec_from_file_location(f"{experiment}_make_variant", path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
@@ -87,7 +87,7 @@ def test_every_writeback_variant_still_rewrites_step_12_and_stmatrix_reaches_the
     x 256 step 12's tiles are 128 x 256: all through the swizzled staging, none through the 8-column rest)."""
     from grader.core.steps import STEPS
 
-    made = _writeback_variants()
+    made = _make_variant("epilogue")
     for name, edits in {"stsm": made.STSM, "skew": made.SKEW, "stsm_warp": made.STSM + made.PER_WARP,
                         "onepass": made.STSM + made.ONE_PASS, "stsm_db": made.STSM + made.DOUBLE_BUFFERED,
                         "under": made.under_edits()}.items():
@@ -103,18 +103,13 @@ def test_every_writeback_variant_still_rewrites_step_12_and_stmatrix_reaches_the
 
 
 def test_the_dynamic_scheduler_variant_still_rewrites_step_12_and_asks_a_counter_only_where_it_should(tmp_path):
-    """experiments/every_shape/dynamic/make_variant.py (README there: "The last wave at 4096^3") edits the current
-    step 12: each edit must still find its line, and the variant must build with the tile counter's atomics where
+    """experiments/every_shape/dynamic/make_variant.py (experiments/every_shape/README.md, "The last wave at 4096^3")
+    edits the current step 12: each edit must still find its line, and the variant must build with the tile counter's atomics where
     the plan is whole tiles for lone CTAs over more than one wave (4096^3), and with none where it is one wave
     (2048^3: 128 tiles for 132 CTAs, step 12's own order)."""
-    import importlib.util
-
     from grader.core.steps import STEPS
 
-    path = REPO / "experiments" / "every_shape" / "dynamic" / "make_variant.py"
-    module_spec = importlib.util.spec_from_file_location("dynamic_make_variant", path)
-    made = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(made)
+    made = _make_variant("dynamic")
     made.write_variant(tmp_path / "dynamic", made.DYNAMIC)
 
     spec = STEPS["hopper"][12]

@@ -25,6 +25,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -32,7 +33,6 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from check_and_time import REPO, forced_plan  # noqa: E402
-from types import SimpleNamespace  # noqa: E402
 from grader.analysis import diagnosis, instrument  # noqa: E402
 from grader.core import build  # noqa: E402
 from grader.core.steps import STEPS  # noqa: E402
